@@ -1,0 +1,159 @@
+//! The thin layer over PTX: indices, barriers, shared memory, fences, atomics and cache-hinted loads.
+//!
+//! Everything else in the crate reaches the hardware only through this module and [`crate::warp`].
+use core::arch::{asm, nvptx};
+
+/// `threadIdx.x`.
+#[inline(always)]
+pub fn thread_idx() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nvptx::_thread_idx_x() }
+}
+
+/// `blockIdx.x`.
+#[inline(always)]
+pub fn block_idx() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nvptx::_block_idx_x() }
+}
+
+/// `blockDim.x`.
+#[inline(always)]
+pub fn block_dim() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nvptx::_block_dim_x() }
+}
+
+/// `gridDim.x`.
+#[inline(always)]
+pub fn grid_dim() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nvptx::_grid_dim_x() }
+}
+
+/// This thread's index in the whole grid, 64-bit so that grids over 2^32 elements index correctly.
+#[inline(always)]
+pub fn global_thread_idx() -> u64 {
+    block_idx() as u64 * block_dim() as u64 + thread_idx() as u64
+}
+
+/// Number of threads in the grid.
+#[inline(always)]
+pub fn grid_threads() -> u64 {
+    grid_dim() as u64 * block_dim() as u64
+}
+
+/// Lane of this thread in its warp, 0..32.
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    thread_idx() & 31
+}
+
+/// Warp of this thread in its block.
+#[inline(always)]
+pub fn warp_id() -> u32 {
+    thread_idx() >> 5
+}
+
+/// `__syncthreads()`.
+///
+/// # Safety
+/// Every thread of the block must reach the same barrier (no divergent barrier).
+#[inline(always)]
+pub unsafe fn sync_threads() {
+    // SAFETY: the caller upholds the convergence requirement.
+    unsafe { nvptx::_syncthreads() }
+}
+
+/// The block's dynamic shared memory as a `T` array. Every call returns the same address.
+///
+/// # Safety
+/// The launch must have given at least `len * size_of::<T>()` bytes, and accesses from different threads
+/// must be ordered by barriers.
+#[inline(always)]
+pub unsafe fn shared<T>() -> *mut T {
+    core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<T>()
+}
+
+/// `__threadfence()`: orders this thread's earlier writes before its later ones for every thread of the GPU.
+#[inline(always)]
+pub fn fence_gpu() {
+    // SAFETY: a fence has no memory-safety preconditions.
+    unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) }
+}
+
+/// Atomically adds `v` to `*p` at GPU scope and returns the old value (`atomicAdd` on `unsigned`).
+///
+/// # Safety
+/// `p` must point to a valid, 4-byte aligned `u32` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller guarantees `p` is a valid global u32.
+    unsafe {
+        asm!("atom.add.relaxed.gpu.global.u32 {0}, [{1}], {2};", out(reg32) old, in(reg64) p, in(reg32) v,
+             options(nostack))
+    };
+    old
+}
+
+/// Global-memory atomic add used by the `Atomic` combine strategy (`red`: no value comes back).
+pub trait AtomicAdd: Copy {
+    /// Adds `v` to `*p` at GPU scope.
+    ///
+    /// # Safety
+    /// `p` must point to a valid, aligned `Self` in global memory.
+    unsafe fn atomic_add(p: *mut Self, v: Self);
+}
+
+macro_rules! impl_atomic_add {
+    ($($t:ty => $ptx:literal, $class:ident;)*) => {$(
+        impl AtomicAdd for $t {
+            #[inline(always)]
+            unsafe fn atomic_add(p: *mut Self, v: Self) {
+                // SAFETY: the caller guarantees `p` is a valid global `Self`.
+                unsafe { asm!(concat!("red.relaxed.gpu.global.add.", $ptx, " [{0}], {1};"), in(reg64) p,
+                              in($class) v, options(nostack)) }
+            }
+        }
+    )*};
+}
+impl_atomic_add! {
+    f32 => "f32", reg32;
+    f64 => "f64", reg64;
+    u64 => "u64", reg64;
+    i64 => "u64", reg64;
+}
+
+/// A 16-byte aligned group of elements: one `ld.global.v4` brings a whole one in.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+pub struct Vec16<A>(pub A);
+
+/// Loads 16 bytes through the read-only (non-coherent) cache path, without allocating in L1: the input of a
+/// reduction is read once and never written during the kernel.
+///
+/// # Safety
+/// `p` must be 16-byte aligned, point into global memory and stay unmodified while the kernel runs.
+#[inline(always)]
+pub unsafe fn load_vec16<A: Copy>(p: *const Vec16<A>) -> Vec16<A> {
+    const { assert!(size_of::<Vec16<A>>() == 16) };
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees alignment, validity and read-only-ness.
+    unsafe {
+        asm!("ld.global.nc.L1::no_allocate.v4.u32 {{{0}, {1}, {2}, {3}}}, [{4}];",
+             out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) p,
+             options(pure, readonly, nostack));
+        core::mem::transmute_copy(&[a, b, c, d])
+    }
+}
+
+/// Reads a value written by another block of the same grid (after that block's fence), bypassing L1.
+///
+/// # Safety
+/// `p` must be valid and aligned for reads.
+#[inline(always)]
+pub unsafe fn load_coherent<T: Copy>(p: *const T) -> T {
+    // SAFETY: the caller guarantees validity; volatile keeps the load from being cached or hoisted.
+    unsafe { core::ptr::read_volatile(p) }
+}

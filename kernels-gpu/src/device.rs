@@ -1,0 +1,146 @@
+//! Device-wide reduction bodies: every block reduces its grid-stride share to one partial, and the partials
+//! are combined by one of three strategies (the host picks):
+//!
+//! - **two-pass** ([`partials`] then [`finalize`]): a second one-block kernel reduces the partials in a fixed
+//!   order. Deterministic.
+//! - **last block** ([`last_block`]): one kernel; each block writes its partial, fences, takes a ticket, and
+//!   the block that draws the last ticket reduces all partials in a fixed order and resets the ticket counter.
+//!   Deterministic.
+//! - **atomic** ([`atomic`]): one kernel; each block adds its partial into a zeroed result. Floating-point
+//!   results depend on the order the blocks arrive in, so they are not reproducible.
+use crate::arch::{self, AtomicAdd};
+use crate::block;
+use crate::op::ReduceOp;
+use crate::thread::{self, Vectorize};
+
+/// One block's reduction of its grid-stride share of `input[0..n]`; valid in thread 0.
+///
+/// # Safety
+/// As [`thread::reduce`] and [`block::reduce`]; called by every thread of the block.
+#[inline(always)]
+unsafe fn block_partial<Op: ReduceOp>(input: *const Op::In, n: u64) -> Op::Acc
+where
+    Op::In: Vectorize,
+{
+    // SAFETY: forwarded to the caller.
+    let v = unsafe { thread::reduce::<Op>(input, n, arch::global_thread_idx(), arch::grid_threads()) };
+    // SAFETY: every thread of the block gets here.
+    unsafe { block::reduce::<Op>(v) }
+}
+
+/// Reduces `items[0..count]` with one block, each thread striding by `blockDim.x` in a fixed order, and
+/// returns the result in thread 0. `load` reads one item.
+///
+/// # Safety
+/// Called by every thread of the block; `load(i)` must be valid for `i < count`.
+#[inline(always)]
+unsafe fn block_over<Op: ReduceOp>(count: u64, load: impl Fn(u64) -> Op::Acc) -> Op::Acc {
+    let mut acc = Op::identity();
+    let mut i = arch::thread_idx() as u64;
+    while i < count {
+        acc = Op::combine(acc, load(i));
+        i += arch::block_dim() as u64;
+    }
+    // SAFETY: every thread of the block gets here.
+    unsafe { block::reduce::<Op>(acc) }
+}
+
+/// First pass: block `b` writes its partial to `partials[b]`.
+///
+/// # Safety
+/// `input` valid for `n` reads; `partials` valid for `gridDim.x` writes.
+#[inline(always)]
+pub unsafe fn partials<Op: ReduceOp>(input: *const Op::In, n: u64, partials: *mut Op::Acc)
+where
+    Op::In: Vectorize,
+{
+    // SAFETY: forwarded to the caller.
+    let p = unsafe { block_partial::<Op>(input, n) };
+    if arch::thread_idx() == 0 {
+        // SAFETY: block_idx < gridDim.x.
+        unsafe { partials.add(arch::block_idx() as usize).write(p) };
+    }
+}
+
+/// Second pass, launched with one block: reduces `partials[0..count]` in a fixed order into `*out`.
+///
+/// # Safety
+/// `partials` valid for `count` reads, `out` for one write; one block.
+#[inline(always)]
+pub unsafe fn finalize<Op: ReduceOp>(partials: *const Op::Acc, count: u64, out: *mut Op::Acc) {
+    // SAFETY: i < count.
+    let r = unsafe { block_over::<Op>(count, |i| partials.add(i as usize).read()) };
+    if arch::thread_idx() == 0 {
+        // SAFETY: the caller provides `out`.
+        unsafe { out.write(r) };
+    }
+}
+
+/// Single pass with the last-block-done protocol. `ticket` must be 0 at launch; it is 0 again at exit.
+///
+/// # Safety
+/// `input` valid for `n` reads, `partials` for `gridDim.x` elements, `out` for one write, `ticket` a valid
+/// `u32` that no other kernel uses concurrently.
+#[inline(always)]
+pub unsafe fn last_block<Op: ReduceOp>(
+    input: *const Op::In,
+    n: u64,
+    partials: *mut Op::Acc,
+    ticket: *mut u32,
+    out: *mut Op::Acc,
+) where
+    Op::In: Vectorize,
+{
+    // SAFETY: forwarded to the caller.
+    let p = unsafe { block_partial::<Op>(input, n) };
+    // The "am I last" flag lives past the block-reduce slots (see crate::SMEM_BYTES).
+    // SAFETY: the launch provides SMEM_BYTES; slot 512 is beyond 32 accumulators of up to 16 bytes.
+    let flag = unsafe { arch::shared::<u32>().add(512 / 4) };
+    if arch::thread_idx() == 0 {
+        let grid = arch::grid_dim();
+        // SAFETY: block_idx < gridDim.x; `ticket` is valid.
+        unsafe {
+            partials.add(arch::block_idx() as usize).write(p);
+            // Publish the partial before taking a ticket: whoever draws the last ticket must see it.
+            arch::fence_gpu();
+            let t = arch::atomic_add_u32(ticket, 1);
+            flag.write_volatile((t == grid - 1) as u32);
+        }
+    }
+    // SAFETY: every thread reaches this barrier; it also orders the flag write before the reads below.
+    unsafe { arch::sync_threads() };
+    // SAFETY: written by thread 0 before the barrier.
+    if unsafe { flag.read_volatile() } == 0 {
+        return;
+    }
+    // Acquire side: every other block fenced before its ticket, so all partials are visible now.
+    arch::fence_gpu();
+    let count = arch::grid_dim() as u64;
+    // SAFETY: i < gridDim.x; the loads bypass L1 so no stale line is read.
+    let r = unsafe { block_over::<Op>(count, |i| arch::load_coherent(partials.add(i as usize))) };
+    if arch::thread_idx() == 0 {
+        // SAFETY: `out` and `ticket` are valid; every block has taken its ticket, so the reset races with none.
+        unsafe {
+            out.write(r);
+            ticket.write_volatile(0);
+        }
+    }
+}
+
+/// Single pass with atomics: every block adds its partial into `*out`, which must be zeroed at launch.
+///
+/// # Safety
+/// `input` valid for `n` reads; `out` a valid global accumulator.
+#[inline(always)]
+pub unsafe fn atomic<Op: ReduceOp>(input: *const Op::In, n: u64, out: *mut Op::Acc)
+where
+    Op::In: Vectorize,
+    Op::Acc: AtomicAdd,
+{
+    // SAFETY: forwarded to the caller.
+    let p = unsafe { block_partial::<Op>(input, n) };
+    if arch::thread_idx() == 0 {
+        // SAFETY: `out` is valid.
+        unsafe { Op::Acc::atomic_add(out, p) };
+    }
+}

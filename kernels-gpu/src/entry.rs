@@ -1,0 +1,97 @@
+//! The exported kernels. Each is a one-line instance of a generic body; the names are what the host looks
+//! up, `<body>_<op>_<type>`, for example `reduce_partials_argmax_f32`.
+//!
+//! Parameters: `input: *const T, n: u64` for the data; accumulators are `Op::Acc` (see [`crate::op`]).
+
+/// Exports the device-wide reduction kernels of one `(op, type)` pair under `$tag`.
+macro_rules! reduce_kernels {
+    ($($tag:ident: $op:ty;)*) => {$(
+        #[allow(non_snake_case)]
+        mod $tag {
+            use crate::op::*;
+            type Op = $op;
+            type In = <Op as ReduceOp>::In;
+            type Acc = <Op as ReduceOp>::Acc;
+
+            /// # Safety
+            /// See [`crate::device::partials`].
+            #[unsafe(export_name = concat!("reduce_partials_", stringify!($tag)))]
+            pub unsafe extern "ptx-kernel" fn partials(input: *const In, n: u64, partials: *mut Acc) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::device::partials::<Op>(input, n, partials) }
+            }
+
+            /// # Safety
+            /// See [`crate::device::finalize`].
+            #[unsafe(export_name = concat!("reduce_finalize_", stringify!($tag)))]
+            pub unsafe extern "ptx-kernel" fn finalize(partials: *const Acc, count: u64, out: *mut Acc) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::device::finalize::<Op>(partials, count, out) }
+            }
+
+            /// # Safety
+            /// See [`crate::device::last_block`].
+            #[unsafe(export_name = concat!("reduce_last_block_", stringify!($tag)))]
+            pub unsafe extern "ptx-kernel" fn last_block(
+                input: *const In, n: u64, partials: *mut Acc, ticket: *mut u32, out: *mut Acc,
+            ) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::device::last_block::<Op>(input, n, partials, ticket, out) }
+            }
+        }
+    )*};
+}
+
+/// Exports the atomic single-pass kernel for sums of one type under `$tag`.
+macro_rules! atomic_kernels {
+    ($($tag:ident: $op:ty;)*) => {$(
+        #[allow(non_snake_case)]
+        mod $tag {
+            use crate::op::*;
+            type Op = $op;
+
+            /// # Safety
+            /// See [`crate::device::atomic`].
+            #[unsafe(export_name = concat!("reduce_atomic_", stringify!($tag)))]
+            pub unsafe extern "ptx-kernel" fn atomic(
+                input: *const <Op as ReduceOp>::In, n: u64, out: *mut <Op as ReduceOp>::Acc,
+            ) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::device::atomic::<Op>(input, n, out) }
+            }
+        }
+    )*};
+}
+
+mod reduce {
+    reduce_kernels! {
+        sum_f32: Sum<f32>;
+        max_f32: Max<f32>;
+        min_f32: Min<f32>;
+        argmax_f32: ArgMax<f32>;
+        argmin_f32: ArgMin<f32>;
+    }
+}
+
+mod atomic {
+    atomic_kernels! {
+        sum_f32: Sum<f32>;
+    }
+}
+
+/// Exports the seed's teaching kernels as `seed_v0` … `seed_v5`.
+macro_rules! seed_kernels {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// See the body in [`crate::seed`].
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn ${concat(seed_, $name)}(input: *const f32, n: u64, out: *mut f32) {
+            // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+            unsafe { crate::seed::$name(input, n, out) }
+        }
+    )*};
+}
+
+mod seed {
+    seed_kernels!(v0, v1, v2, v3, v4, v5);
+}

@@ -1,0 +1,190 @@
+//! The raw-driver layer: loading a PTX module with its JIT log, looking up kernels, and the crate's single
+//! kernel launch site. Everything above this module works with safe types.
+use std::ffi::{CStr, c_void};
+
+use cust::stream::Stream;
+use cust::sys::{self, CUfunction, CUjit_option, CUmodule};
+
+use crate::error::{Error, Result, check};
+use crate::ptx::PtxModule;
+
+/// A loaded module. Unloaded on drop (a failure there has no caller to report to and is ignored: the
+/// context it belonged to is being torn down anyway).
+pub(crate) struct Module {
+    raw: CUmodule,
+    /// Arch of the PTX it was loaded from.
+    pub arch: u32,
+}
+
+impl Module {
+    /// JIT-compiles and loads `ptx` into the current context; a failure carries the JIT's error log.
+    pub fn load(ptx: &PtxModule) -> Result<Self> {
+        let mut log = vec![0u8; 1 << 14];
+        let mut options = [
+            CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        let mut values = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: `source` is NUL-terminated PTX; the option arrays have equal length and the log buffer
+        // outlives the call; the driver writes at most `log.len()` bytes.
+        let r = unsafe {
+            sys::cuModuleLoadDataEx(
+                &mut raw,
+                ptx.source.as_ptr() as *const c_void,
+                options.len() as u32,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        };
+        check(r).map_err(|source| {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            Error::ModuleLoad {
+                arch: ptx.arch,
+                source,
+                log: String::from_utf8_lossy(&log[..end]).into_owned(),
+            }
+        })?;
+        Ok(Module {
+            raw,
+            arch: ptx.arch,
+        })
+    }
+
+    /// Looks up a kernel by name.
+    pub fn function(&self, name: &CStr) -> Result<CUfunction> {
+        let mut f = std::ptr::null_mut();
+        // SAFETY: `raw` is a loaded module and `name` is NUL-terminated.
+        check(unsafe { sys::cuModuleGetFunction(&mut f, self.raw, name.as_ptr()) }).map_err(
+            |e| {
+                Error::InvalidArgument(format!(
+                    "kernel {name:?} is not in the sm_{} module: {e}",
+                    self.arch
+                ))
+            },
+        )?;
+        Ok(f)
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: `raw` was loaded by `load` and is unloaded once.
+        let _ = unsafe { sys::cuModuleUnload(self.raw) };
+    }
+}
+
+/// Launch shape of one kernel.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Launch {
+    pub grid: u32,
+    pub block: u32,
+    pub shared_bytes: u32,
+}
+
+/// Enqueues `f` on `stream` with `args`.
+///
+/// # Safety
+/// - `args` must match the kernel's parameters in number, order and type (each entry points to a value of
+///   the parameter's type);
+/// - every device pointer among them must be valid for the accesses the kernel's body documents, and stay
+///   valid until the launch completes on `stream`;
+/// - `shared_bytes` must be at least what the kernel documents, and `block` a multiple of 32, ≤ 1024.
+pub(crate) unsafe fn launch(
+    f: CUfunction,
+    shape: Launch,
+    stream: &Stream,
+    args: &mut [*mut c_void],
+) -> Result<()> {
+    // SAFETY: forwarded to the caller.
+    let r = unsafe {
+        sys::cuLaunchKernel(
+            f,
+            shape.grid,
+            1,
+            1,
+            shape.block,
+            1,
+            1,
+            shape.shared_bytes,
+            stream.as_inner(),
+            args.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    };
+    Ok(check(r)?)
+}
+
+/// Sets `bytes` bytes at `ptr` to zero on `stream`.
+///
+/// # Safety
+/// `ptr` must be valid for `bytes` bytes of writes until the memset completes.
+pub(crate) unsafe fn memset_zero(ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+    // SAFETY: forwarded to the caller.
+    Ok(check(unsafe {
+        sys::cuMemsetD8Async(ptr, 0, bytes, stream.as_inner())
+    })?)
+}
+
+/// Copies one `T` from device address `src` to the host, ordered on `stream`, and waits for it.
+///
+/// # Safety
+/// `src` must hold a valid `T` once the work before it on `stream` is done.
+pub(crate) unsafe fn read_back<T: cust::memory::DeviceCopy + Default>(
+    src: u64,
+    stream: &Stream,
+) -> Result<T> {
+    let mut value = T::default();
+    // SAFETY: `value` is a live host `T`; the copy completes before `synchronize` returns.
+    unsafe {
+        check(sys::cuMemcpyDtoHAsync_v2(
+            &mut value as *mut T as *mut c_void,
+            src,
+            std::mem::size_of::<T>(),
+            stream.as_inner(),
+        ))?;
+    }
+    stream.synchronize()?;
+    Ok(value)
+}
+
+/// A timing-free event (cust keeps the raw handle of its `Event` private, and its `Stream::wait_event`
+/// consumes the event).
+pub(crate) struct RawEvent(sys::CUevent);
+
+impl RawEvent {
+    pub fn new() -> Result<Self> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: writes a new event handle into `e`.
+        check(unsafe {
+            sys::cuEventCreate(
+                &mut e,
+                sys::CUevent_flags_enum::CU_EVENT_DISABLE_TIMING as u32,
+            )
+        })?;
+        Ok(RawEvent(e))
+    }
+
+    /// Captures the work enqueued on `stream` so far.
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: both handles are live.
+        Ok(check(unsafe {
+            sys::cuEventRecord(self.0, stream.as_inner())
+        })?)
+    }
+
+    /// Makes later work on `stream` wait for the captured work.
+    pub fn wait_on(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: both handles are live.
+        Ok(check(unsafe {
+            sys::cuStreamWaitEvent(stream.as_inner(), self.0, 0)
+        })?)
+    }
+}
+
+impl Drop for RawEvent {
+    fn drop(&mut self) {
+        // SAFETY: created by `new`, destroyed once; nothing to report to.
+        let _ = unsafe { sys::cuEventDestroy_v2(self.0) };
+    }
+}

@@ -1,0 +1,45 @@
+//! Device-wide reductions (sum, max, min, argmax, argmin) on [`cust`] device memory, with GPU kernels
+//! written in Rust (`kernels-gpu`, compiled to PTX at build time and embedded here).
+//!
+//! ```no_run
+//! use cust::memory::DeviceBuffer;
+//! use reduce_host::DeviceReduce;
+//!
+//! let mut reduce = DeviceReduce::new()?; // loads the PTX for this GPU once
+//! let x = DeviceBuffer::from_slice(&[1.0f32, 5.0, -2.0, 5.0])?;
+//! assert_eq!(reduce.sum(&x)?, 9.0);
+//! let m = reduce.argmax(&x)?.expect("non-empty");
+//! assert_eq!((m.index, m.value), (1, 5.0));
+//! // Any sub-slice works, aligned or not:
+//! assert_eq!(reduce.min(&x.index(1..))?, Some(-2.0));
+//! # Ok::<(), reduce_host::Error>(())
+//! ```
+//!
+//! # Semantics
+//! - The sum of an empty slice is 0; max, min, argmax and argmin of an empty slice are `None`.
+//! - argmax and argmin ties go to the smallest index.
+//! - NaN propagates: if any element is NaN, max and min are NaN and argmax/argmin give the first NaN's index.
+//! - -0.0 and +0.0 compare equal.
+//! - Lengths and indices are 64-bit: slices of more than 2^32 elements work.
+//!
+//! # Determinism
+//! With [`Combine::TwoPass`] (the default) and [`Combine::LastBlock`] every reduction combines values in a
+//! tree fixed by the input's length and address alignment and the device, so floating-point sums give the
+//! same bits on every run. [`Combine::Atomic`] does not. f32 sums accumulate in f32 in a pairwise-like tree;
+//! the error is bounded by about `(log2(n) + 16) · ε · Σ|xᵢ|` with `ε = 2^-24`.
+#![warn(missing_docs)]
+
+pub mod cpu;
+mod driver;
+mod element;
+mod error;
+pub mod ptx;
+mod reduce;
+pub mod tuning;
+
+pub use element::{Element, Indexed, Kernels, OrdElement, SumElement, all_kernels};
+pub use error::{DriverError, Error, Result};
+pub use reduce::{Combine, DeviceInfo, DeviceReduce};
+
+/// Dynamic shared memory, in bytes, every kernel is launched with; must match `kernels-gpu`'s `SMEM_BYTES`.
+pub const KERNEL_SHARED_BYTES: u32 = reduce::SMEM_BYTES;

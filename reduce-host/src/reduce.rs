@@ -1,0 +1,457 @@
+//! [`DeviceReduce`]: the reusable handle and the device-wide dispatch of sum, max, min, argmax and argmin.
+use std::ffi::c_void;
+
+use cust::context::{Context, CurrentContext};
+use cust::device::{Device, DeviceAttribute};
+use cust::memory::{DeviceBuffer, DeviceCopy, DeviceSlice};
+use cust::stream::{Stream, StreamFlags};
+use cust::sys;
+
+use crate::driver::{self, Launch, Module, RawEvent};
+use crate::element::{Element, Indexed, Kernels, OrdElement, SumElement};
+use crate::error::{DriverError, Error, Result};
+use crate::ptx;
+use crate::tuning::{self, Policy};
+
+/// How the per-block partials of a device-wide reduction are combined.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Combine {
+    /// A second one-block kernel reduces the partials in a fixed order. **Deterministic**: the same input
+    /// (length, values and address alignment) on the same device gives the same bits on every run.
+    #[default]
+    TwoPass,
+    /// One kernel; each block adds its partial atomically into a zeroed result. Sums only. For floats the
+    /// result depends on the order blocks finish in, so it is **not reproducible** run to run; it is within
+    /// the usual pairwise-summation bound of the exact sum (see the crate docs).
+    Atomic,
+    /// One kernel; each block writes its partial, fences and takes a ticket, and the last block reduces all
+    /// partials in a fixed order. **Deterministic**, like `TwoPass`, with one launch instead of two.
+    LastBlock,
+}
+
+/// What the handle learned about its device at creation.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// Name reported by the driver.
+    pub name: String,
+    /// Compute capability as (major, minor).
+    pub compute_capability: (u32, u32),
+    /// Number of streaming multiprocessors.
+    pub sm_count: u32,
+    /// The arch of the PTX module that was loaded (e.g. 90).
+    pub ptx_arch: u32,
+}
+
+/// Device temporaries: per-block partials, the last-block ticket and the result slot of blocking calls.
+///
+/// Async calls may run on any stream; an event recorded after each use makes the next use on another stream
+/// wait for it, so two streams never share these buffers at the same time.
+struct Scratch {
+    partials: DeviceBuffer<u8>,
+    ticket: DeviceBuffer<u32>,
+    result: DeviceBuffer<u8>,
+    last_use: RawEvent,
+    last_stream: Option<sys::CUstream>,
+}
+
+/// Largest accumulator any kernel writes (an `Indexed<f64>`).
+const MAX_ACC_BYTES: usize = 16;
+
+impl Scratch {
+    fn new(max_grid: u32) -> Result<Self> {
+        Ok(Scratch {
+            partials: DeviceBuffer::zeroed(max_grid as usize * MAX_ACC_BYTES)?,
+            ticket: DeviceBuffer::zeroed(1)?,
+            result: DeviceBuffer::zeroed(MAX_ACC_BYTES)?,
+            last_use: RawEvent::new()?,
+            last_stream: None,
+        })
+    }
+
+    /// Makes `stream` wait for the previous use if that was on another stream.
+    fn acquire(&mut self, stream: &Stream) -> Result<()> {
+        if self.last_stream.is_some_and(|s| s != stream.as_inner()) {
+            self.last_use.wait_on(stream)?;
+        }
+        Ok(())
+    }
+
+    /// Records that work using the scratch was enqueued on `stream`.
+    fn release(&mut self, stream: &Stream) -> Result<()> {
+        self.last_use.record(stream)?;
+        self.last_stream = Some(stream.as_inner());
+        Ok(())
+    }
+}
+
+/// Device-wide reductions on `cust` device memory.
+///
+/// The handle owns the loaded kernels, a stream and its temporary storage, so repeated calls neither
+/// allocate nor reload. Blocking methods (`sum`, `argmax`, …) run on the handle's stream and return the
+/// value; `*_async` methods write the result into device memory on a stream you pass and return at once.
+///
+/// ```no_run
+/// use cust::memory::DeviceBuffer;
+/// use reduce_host::DeviceReduce;
+///
+/// let mut reduce = DeviceReduce::new()?;
+/// let data = DeviceBuffer::from_slice(&[3.0f32, -1.0, 7.5, 7.5, 2.0])?;
+/// assert_eq!(reduce.sum(&data)?, 17.0);
+/// assert_eq!(reduce.max(&data)?, Some(7.5));
+/// let best = reduce.argmax(&data)?.unwrap();
+/// assert_eq!((best.index, best.value), (2, 7.5)); // ties go to the smallest index
+/// # Ok::<(), reduce_host::Error>(())
+/// ```
+pub struct DeviceReduce {
+    scratch: Scratch,
+    stream: Stream,
+    module: Module,
+    info: DeviceInfo,
+    policy: Policy,
+    combine: Combine,
+    // Declared last: dropped after everything that lives in it.
+    ctx: Context,
+}
+
+impl DeviceReduce {
+    /// A handle on device 0.
+    pub fn new() -> Result<Self> {
+        Self::with_device(0)
+    }
+
+    /// A handle on the device with this ordinal. Uses the device's primary context, so memory allocated by
+    /// `cust` on the same device is usable with it.
+    pub fn with_device(ordinal: u32) -> Result<Self> {
+        let no_device = |e: cust::error::CudaError| Error::NoDevice(DriverError::from(e));
+        cust::init(cust::CudaFlags::empty()).map_err(no_device)?;
+        let device = Device::get_device(ordinal).map_err(no_device)?;
+        let ctx = Context::new(device)?;
+        let attr = |a| device.get_attribute(a).map(|v| v as u32);
+        let (major, minor) = (
+            attr(DeviceAttribute::ComputeCapabilityMajor)?,
+            attr(DeviceAttribute::ComputeCapabilityMinor)?,
+        );
+        let name = device.name()?;
+        let module = ptx::best_for(major * 10 + minor)
+            .ok_or(Error::UnsupportedDevice {
+                name: name.clone(),
+                major,
+                minor,
+            })
+            .and_then(Module::load)?;
+        let sm_count = attr(DeviceAttribute::MultiprocessorCount)?;
+        let policy = tuning::policy(major * 10 + minor);
+        let info = DeviceInfo {
+            name,
+            compute_capability: (major, minor),
+            sm_count,
+            ptx_arch: module.arch,
+        };
+        Ok(DeviceReduce {
+            scratch: Scratch::new(sm_count * policy.blocks_per_sm)?,
+            stream: Stream::new(StreamFlags::NON_BLOCKING, None)?,
+            module,
+            info,
+            policy,
+            combine: Combine::default(),
+            ctx,
+        })
+    }
+
+    /// What the handle knows about its device.
+    pub fn device_info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The stream blocking calls run on.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// The combine strategy in use ([`Combine::TwoPass`] unless set).
+    pub fn combine(&self) -> Combine {
+        self.combine
+    }
+
+    /// Chooses how block partials are combined for the following calls.
+    pub fn set_combine(&mut self, combine: Combine) {
+        self.combine = combine;
+    }
+
+    /// The launch policy in use (from the tuning table for this device unless set).
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Forces a launch policy, e.g. to test odd grid and block sizes. `threads` must be a multiple of 32 in
+    /// 32..=1024 and `blocks_per_sm`, `finalize_threads` likewise sane.
+    pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
+        let block_ok = |t: u32| t % 32 == 0 && (32..=1024).contains(&t);
+        if !block_ok(policy.threads)
+            || !block_ok(policy.finalize_threads)
+            || policy.blocks_per_sm == 0
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{policy:?}: threads must be multiples of 32 in 32..=1024 and blocks_per_sm at least 1"
+            )));
+        }
+        self.make_current()?;
+        if policy.blocks_per_sm > self.policy.blocks_per_sm {
+            self.stream.synchronize()?;
+            self.scratch.partials = DeviceBuffer::zeroed(
+                (self.info.sm_count * policy.blocks_per_sm) as usize * MAX_ACC_BYTES,
+            )?;
+        }
+        self.policy = policy;
+        Ok(())
+    }
+
+    fn make_current(&self) -> Result<()> {
+        Ok(CurrentContext::set_current(&self.ctx)?)
+    }
+
+    /// Sum of the elements; 0 for an empty slice. f32 is summed in f32 by a fixed tree: with
+    /// [`Combine::TwoPass`] or [`Combine::LastBlock`] the bits are the same on every run.
+    pub fn sum<T: SumElement>(&mut self, input: &DeviceSlice<T>) -> Result<T::Acc> {
+        self.blocking(&T::SUM, input)
+    }
+
+    /// Greatest element, `None` for an empty slice. If any element is NaN the result is NaN; -0.0 and +0.0
+    /// compare equal.
+    pub fn max<T: OrdElement>(&mut self, input: &DeviceSlice<T>) -> Result<Option<T>> {
+        Ok(self.blocking(&T::MAX, input)?).map(|v: T| (!input.is_empty()).then_some(v))
+    }
+
+    /// Least element, `None` for an empty slice. NaN propagates as for [`max`](Self::max).
+    pub fn min<T: OrdElement>(&mut self, input: &DeviceSlice<T>) -> Result<Option<T>> {
+        Ok(self.blocking(&T::MIN, input)?).map(|v: T| (!input.is_empty()).then_some(v))
+    }
+
+    /// Index and value of the greatest element, `None` for an empty slice. Ties go to the smallest index;
+    /// if any element is NaN the result is the first NaN; -0.0 and +0.0 compare equal.
+    pub fn argmax<T: OrdElement>(&mut self, input: &DeviceSlice<T>) -> Result<Option<Indexed<T>>>
+    where
+        Indexed<T>: Default,
+    {
+        Ok(self.blocking(&T::ARGMAX, input)?).map(|v| (!input.is_empty()).then_some(v))
+    }
+
+    /// Index and value of the least element, `None` for an empty slice. Same rules as
+    /// [`argmax`](Self::argmax).
+    pub fn argmin<T: OrdElement>(&mut self, input: &DeviceSlice<T>) -> Result<Option<Indexed<T>>>
+    where
+        Indexed<T>: Default,
+    {
+        Ok(self.blocking(&T::ARGMIN, input)?).map(|v| (!input.is_empty()).then_some(v))
+    }
+
+    /// Enqueues the sum of `input` into `out[0]` on `stream` and returns without waiting.
+    ///
+    /// # Safety
+    /// `input` and `out` must stay allocated, and `input` unmodified, until `stream` has passed this work.
+    pub unsafe fn sum_async<T: SumElement>(
+        &mut self,
+        input: &DeviceSlice<T>,
+        out: &mut DeviceSlice<T::Acc>,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.enqueue_into(&T::SUM, input, out, stream)
+    }
+
+    /// Enqueues the max of `input` into `out[0]`; an empty input writes −∞ (the identity).
+    ///
+    /// # Safety
+    /// As [`sum_async`](Self::sum_async).
+    pub unsafe fn max_async<T: OrdElement>(
+        &mut self,
+        input: &DeviceSlice<T>,
+        out: &mut DeviceSlice<T>,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.enqueue_into(&T::MAX, input, out, stream)
+    }
+
+    /// Enqueues the min of `input` into `out[0]`; an empty input writes +∞ (the identity).
+    ///
+    /// # Safety
+    /// As [`sum_async`](Self::sum_async).
+    pub unsafe fn min_async<T: OrdElement>(
+        &mut self,
+        input: &DeviceSlice<T>,
+        out: &mut DeviceSlice<T>,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.enqueue_into(&T::MIN, input, out, stream)
+    }
+
+    /// Enqueues the argmax of `input` into `out[0]`; an empty input writes `{ value: −∞, index: u64::MAX }`.
+    ///
+    /// # Safety
+    /// As [`sum_async`](Self::sum_async).
+    pub unsafe fn argmax_async<T: OrdElement>(
+        &mut self,
+        input: &DeviceSlice<T>,
+        out: &mut DeviceSlice<Indexed<T>>,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.enqueue_into(&T::ARGMAX, input, out, stream)
+    }
+
+    /// Enqueues the argmin of `input` into `out[0]`; an empty input writes `{ value: +∞, index: u64::MAX }`.
+    ///
+    /// # Safety
+    /// As [`sum_async`](Self::sum_async).
+    pub unsafe fn argmin_async<T: OrdElement>(
+        &mut self,
+        input: &DeviceSlice<T>,
+        out: &mut DeviceSlice<Indexed<T>>,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.enqueue_into(&T::ARGMIN, input, out, stream)
+    }
+
+    /// Runs `kernels` over `input` on the handle's stream and reads the accumulator back.
+    fn blocking<T: Element, Acc: DeviceCopy + Default>(
+        &mut self,
+        kernels: &Kernels,
+        input: &DeviceSlice<T>,
+    ) -> Result<Acc> {
+        self.make_current()?;
+        let out = self.scratch.result.as_device_ptr().as_raw();
+        self.enqueue::<T, Acc>(kernels, input, out, None)?;
+        // SAFETY: the kernels just enqueued write an `Acc` to `out` on the handle's stream.
+        unsafe { driver::read_back::<Acc>(out, &self.stream) }
+    }
+
+    fn enqueue_into<T: Element, Acc: DeviceCopy>(
+        &mut self,
+        kernels: &Kernels,
+        input: &DeviceSlice<T>,
+        out: &mut DeviceSlice<Acc>,
+        stream: &Stream,
+    ) -> Result<()> {
+        if out.is_empty() {
+            return Err(Error::InvalidArgument(
+                "the output slice must hold at least one element".into(),
+            ));
+        }
+        self.make_current()?;
+        self.enqueue::<T, Acc>(kernels, input, out.as_device_ptr().as_raw(), Some(stream))
+    }
+
+    /// The dispatch: checks the input, sizes the grid and launches the kernels of the chosen strategy.
+    fn enqueue<T: Element, Acc>(
+        &mut self,
+        kernels: &Kernels,
+        input: &DeviceSlice<T>,
+        out: u64,
+        stream: Option<&Stream>,
+    ) -> Result<()> {
+        let stream = stream.unwrap_or(&self.stream);
+        let mut input_ptr = input.as_device_ptr().as_raw();
+        let mut n = input.len() as u64;
+        if n > 0 && (input_ptr == 0 || input_ptr % std::mem::align_of::<T>() as u64 != 0) {
+            return Err(Error::InvalidArgument(format!(
+                "input address {input_ptr:#x} is null or not aligned to its {}-byte element",
+                std::mem::align_of::<T>()
+            )));
+        }
+        let policy = self.policy;
+        let grid = tuning::grid_for(&policy, self.info.sm_count, n, std::mem::size_of::<T>());
+        let main = Launch {
+            grid,
+            block: policy.threads,
+            shared_bytes: SMEM_BYTES,
+        };
+        let single = Launch {
+            grid: 1,
+            block: policy.finalize_threads,
+            shared_bytes: SMEM_BYTES,
+        };
+        let mut partials = self.scratch.partials.as_device_ptr().as_raw();
+        let mut ticket = self.scratch.ticket.as_device_ptr().as_raw();
+        let mut out = out;
+        let arg = |p: &mut u64| p as *mut u64 as *mut c_void;
+
+        self.scratch.acquire(stream)?;
+        // SAFETY (all launches below): the argument lists match the kernels' signatures in kernels-gpu's
+        // `entry` module; `input` is valid for `n` reads (a live DeviceSlice, alignment checked above);
+        // `partials` holds `max grid * 16` bytes, `ticket` one zeroed u32 that only this handle's kernels use
+        // (serialised by `acquire`), and `out` is valid for one accumulator; all kernels get SMEM_BYTES.
+        let launched = unsafe {
+            match self.combine {
+                _ if n == 0 => {
+                    // The finalize body over zero partials writes the identity.
+                    driver::launch(
+                        self.module.function(kernels.finalize)?,
+                        single,
+                        stream,
+                        &mut [arg(&mut partials), arg(&mut n), arg(&mut out)],
+                    )
+                }
+                Combine::TwoPass if grid == 1 => driver::launch(
+                    self.module.function(kernels.partials)?,
+                    main,
+                    stream,
+                    &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut out)],
+                ),
+                Combine::TwoPass => {
+                    let mut count = grid as u64;
+                    driver::launch(
+                        self.module.function(kernels.partials)?,
+                        main,
+                        stream,
+                        &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut partials)],
+                    )?;
+                    driver::launch(
+                        self.module.function(kernels.finalize)?,
+                        single,
+                        stream,
+                        &mut [arg(&mut partials), arg(&mut count), arg(&mut out)],
+                    )
+                }
+                Combine::LastBlock => driver::launch(
+                    self.module.function(kernels.last_block)?,
+                    main,
+                    stream,
+                    &mut [
+                        arg(&mut input_ptr),
+                        arg(&mut n),
+                        arg(&mut partials),
+                        arg(&mut ticket),
+                        arg(&mut out),
+                    ],
+                ),
+                Combine::Atomic => {
+                    let atomic = kernels.atomic.ok_or_else(|| {
+                        Error::InvalidArgument(
+                            "Combine::Atomic supports sums only; use TwoPass or LastBlock".into(),
+                        )
+                    })?;
+                    driver::memset_zero(out, std::mem::size_of::<Acc>(), stream)?;
+                    driver::launch(
+                        self.module.function(atomic)?,
+                        main,
+                        stream,
+                        &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut out)],
+                    )
+                }
+            }
+        };
+        // Record the use even after a failed launch, so a later call orders after whatever did run.
+        self.scratch.release(stream)?;
+        launched
+    }
+}
+
+/// Dynamic shared memory every kernel is launched with: kernels-gpu's `SMEM_BYTES` (a CPU test checks the two
+/// agree).
+pub(crate) const SMEM_BYTES: u32 = 1024;
+
+impl Drop for DeviceReduce {
+    fn drop(&mut self) {
+        // The fields free device memory and unload the module: make their context current first. A failure
+        // here has no caller to go to, so it is dropped.
+        let _ = CurrentContext::set_current(&self.ctx);
+    }
+}

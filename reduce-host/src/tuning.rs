@@ -1,0 +1,64 @@
+//! Launch policy: threads per block and resident blocks per SM for the device-wide kernels, kept apart from
+//! the kernel bodies. One row per arch family, newest first, falling back to the oldest.
+
+/// How a device-wide reduction is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// Threads per block: a multiple of 32, at most 1024.
+    pub threads: u32,
+    /// Blocks per SM at most; the grid is `sm_count * blocks_per_sm` for large inputs.
+    pub blocks_per_sm: u32,
+    /// Threads of the one-block finalize kernel.
+    pub finalize_threads: u32,
+}
+
+/// (minimum compute capability, policy).
+const TABLE: &[(u32, Policy)] = &[
+    // H200 (sm_90): 256 × 8 fills the SM's 2048 threads; measured in docs/PERFORMANCE.md.
+    (
+        90,
+        Policy {
+            threads: 256,
+            blocks_per_sm: 8,
+            finalize_threads: 256,
+        },
+    ),
+    // Ampere and Turing: same shape, fewer threads per SM on sm_75 (1024), so 4 blocks fill it.
+    (
+        80,
+        Policy {
+            threads: 256,
+            blocks_per_sm: 8,
+            finalize_threads: 256,
+        },
+    ),
+    (
+        0,
+        Policy {
+            threads: 256,
+            blocks_per_sm: 4,
+            finalize_threads: 256,
+        },
+    ),
+];
+
+/// The policy for compute capability `cc`.
+pub fn policy(cc: u32) -> Policy {
+    TABLE
+        .iter()
+        .find(|(min, _)| cc >= *min)
+        .map(|(_, p)| *p)
+        .unwrap_or(TABLE[TABLE.len() - 1].1)
+}
+
+/// Elements one block consumes per loop trip: threads × 16-byte vectors × the kernel's unroll of 4.
+pub fn elements_per_block_trip(policy: &Policy, elem_size: usize) -> u64 {
+    policy.threads as u64 * (16 / elem_size as u64) * 4
+}
+
+/// Grid size for `n` elements: enough blocks for one trip each, at most the resident maximum, at least 1.
+pub fn grid_for(policy: &Policy, sm_count: u32, n: u64, elem_size: usize) -> u32 {
+    let max = (sm_count * policy.blocks_per_sm).max(1);
+    let want = n.div_ceil(elements_per_block_trip(policy, elem_size));
+    want.clamp(1, max as u64) as u32
+}

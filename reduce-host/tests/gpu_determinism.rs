@@ -1,0 +1,102 @@
+//! Bitwise stability of the deterministic combine strategies, LastBlock's ticket reuse across calls and
+//! streams, and the Atomic strategy's error bound. Ignored without a GPU.
+mod common;
+
+use common::*;
+use cust::memory::{CopyDestination, DeviceBuffer};
+use cust::stream::{Stream, StreamFlags};
+use reduce_host::Combine;
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn two_pass_and_last_block_are_bitwise_stable() {
+    let mut reduce = gpu();
+    let host = random(((1 << 24) + 3).min(max_n()), 42);
+    let buf = DeviceBuffer::from_slice(&host).unwrap();
+    for combine in [Combine::TwoPass, Combine::LastBlock] {
+        reduce.set_combine(combine);
+        let first = reduce.sum(&buf).unwrap();
+        check_sum(first, &host, &format!("{combine:?}"));
+        for run in 0..100 {
+            let again = reduce.sum(&buf).unwrap();
+            assert_eq!(
+                again.to_bits(),
+                first.to_bits(),
+                "{combine:?} run {run}: {again} vs {first}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn last_block_survives_many_calls_and_two_streams() {
+    let mut reduce = gpu();
+    reduce.set_combine(Combine::LastBlock);
+    let inputs: Vec<Vec<f32>> = (0..4)
+        .map(|k| random((3_000_000 + k * 17).min(max_n() + k), 200 + k as u64))
+        .collect();
+    let bufs: Vec<DeviceBuffer<f32>> = inputs
+        .iter()
+        .map(|h| DeviceBuffer::from_slice(h).unwrap())
+        .collect();
+    let expect: Vec<f32> = bufs.iter().map(|b| reduce.sum(b).unwrap()).collect();
+    // Many calls in a row on one handle: the ticket must be back at 0 after each.
+    for round in 0..200 {
+        let k = round % bufs.len();
+        assert_eq!(
+            reduce.sum(&bufs[k]).unwrap().to_bits(),
+            expect[k].to_bits(),
+            "round {round}"
+        );
+    }
+    // Two streams at once: async calls alternate between them with their own outputs.
+    let streams = [
+        Stream::new(StreamFlags::NON_BLOCKING, None).unwrap(),
+        Stream::new(StreamFlags::NON_BLOCKING, None).unwrap(),
+    ];
+    let mut outs: Vec<DeviceBuffer<f32>> = (0..64)
+        .map(|_| DeviceBuffer::from_slice(&[f32::NAN]).unwrap())
+        .collect();
+    for (i, out) in outs.iter_mut().enumerate() {
+        // SAFETY: buffers and outputs outlive the synchronizes below.
+        unsafe {
+            reduce
+                .sum_async(&bufs[i % bufs.len()], out, &streams[i % 2])
+                .unwrap()
+        };
+    }
+    for s in &streams {
+        s.synchronize().unwrap();
+    }
+    for (i, out) in outs.iter().enumerate() {
+        let mut v = [0.0f32];
+        out.copy_to(&mut v[..]).unwrap();
+        assert_eq!(
+            v[0].to_bits(),
+            expect[i % bufs.len()].to_bits(),
+            "async call {i}"
+        );
+    }
+    for (h, e) in inputs.iter().zip(&expect) {
+        check_sum(*e, h, "LastBlock");
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn atomic_is_within_the_error_bound() {
+    let mut reduce = gpu();
+    reduce.set_combine(Combine::Atomic);
+    for (k, n) in [1usize, 1000, 1 << 20, (1 << 26) + 3]
+        .into_iter()
+        .filter(|n| *n <= max_n())
+        .enumerate()
+    {
+        let host = random(n, 300 + k as u64);
+        let buf = DeviceBuffer::from_slice(&host).unwrap();
+        for _ in 0..5 {
+            check_sum(reduce.sum(&buf).unwrap(), &host, &format!("Atomic n={n}"));
+        }
+    }
+}

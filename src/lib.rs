@@ -1,0 +1,1 @@
+//! Examples and benchmarks of [`reduce_host`] live in `examples/` and `benches/`.

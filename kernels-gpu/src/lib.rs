@@ -24,6 +24,7 @@ pub mod arch;
 pub mod block;
 pub mod device;
 pub mod entry;
+pub mod half;
 pub mod op;
 pub mod seed;
 pub mod thread;

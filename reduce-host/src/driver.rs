@@ -67,6 +67,12 @@ impl Module {
     }
 }
 
+// SAFETY: driver API module handles may be used from any thread once their context is current there, which
+// every user of `Module` (through `Gpu`) ensures.
+unsafe impl Send for Module {}
+// SAFETY: as above; `function` only reads the module.
+unsafe impl Sync for Module {}
+
 impl Drop for Module {
     fn drop(&mut self) {
         // SAFETY: `raw` was loaded by `load` and is unloaded once.

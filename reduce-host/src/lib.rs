@@ -33,13 +33,17 @@ pub mod cpu;
 mod driver;
 mod element;
 mod error;
+mod gpu;
+mod half;
 pub mod ptx;
 mod reduce;
 pub mod tuning;
 
 pub use element::{Element, Indexed, Kernels, OrdElement, SumElement, all_kernels};
 pub use error::{DriverError, Error, Result};
-pub use reduce::{Combine, DeviceInfo, DeviceReduce};
+pub use gpu::{DeviceInfo, Gpu};
+pub use half::{BF16, F16};
+pub use reduce::{Combine, DeviceReduce};
 
 /// Dynamic shared memory, in bytes, every kernel is launched with; must match `kernels-gpu`'s `SMEM_BYTES`.
 pub const KERNEL_SHARED_BYTES: u32 = reduce::SMEM_BYTES;

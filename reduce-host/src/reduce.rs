@@ -1,16 +1,14 @@
 //! [`DeviceReduce`]: the reusable handle and the device-wide dispatch of sum, max, min, argmax and argmin.
 use std::ffi::c_void;
 
-use cust::context::{Context, CurrentContext};
-use cust::device::{Device, DeviceAttribute};
 use cust::memory::{DeviceBuffer, DeviceCopy, DeviceSlice};
-use cust::stream::{Stream, StreamFlags};
+use cust::stream::Stream;
 use cust::sys;
 
-use crate::driver::{self, Launch, Module, RawEvent};
+use crate::driver::{self, Launch, RawEvent};
 use crate::element::{Element, Indexed, Kernels, OrdElement, SumElement};
-use crate::error::{DriverError, Error, Result};
-use crate::ptx;
+use crate::error::{Error, Result};
+use crate::gpu::{DeviceInfo, Gpu};
 use crate::tuning::{self, Policy};
 
 /// How the per-block partials of a device-wide reduction are combined.
@@ -27,19 +25,6 @@ pub enum Combine {
     /// One kernel; each block writes its partial, fences and takes a ticket, and the last block reduces all
     /// partials in a fixed order. **Deterministic**, like `TwoPass`, with one launch instead of two.
     LastBlock,
-}
-
-/// What the handle learned about its device at creation.
-#[derive(Clone, Debug)]
-pub struct DeviceInfo {
-    /// Name reported by the driver.
-    pub name: String,
-    /// Compute capability as (major, minor).
-    pub compute_capability: (u32, u32),
-    /// Number of streaming multiprocessors.
-    pub sm_count: u32,
-    /// The arch of the PTX module that was loaded (e.g. 90).
-    pub ptx_arch: u32,
 }
 
 /// Device temporaries: per-block partials, the last-block ticket and the result slot of blocking calls.
@@ -105,62 +90,40 @@ impl Scratch {
 pub struct DeviceReduce {
     scratch: Scratch,
     stream: Stream,
-    module: Module,
-    info: DeviceInfo,
     policy: Policy,
     combine: Combine,
-    // Declared last: dropped after everything that lives in it.
-    ctx: Context,
+    // Declared last: the context outlives the buffers and stream above.
+    gpu: Gpu,
 }
 
 impl DeviceReduce {
-    /// A handle on device 0.
+    /// A handle on device 0 (opens it with [`Gpu::new`]).
     pub fn new() -> Result<Self> {
-        Self::with_device(0)
+        Self::with_gpu(&Gpu::new()?)
     }
 
-    /// A handle on the device with this ordinal. Uses the device's primary context, so memory allocated by
-    /// `cust` on the same device is usable with it.
-    pub fn with_device(ordinal: u32) -> Result<Self> {
-        let no_device = |e: cust::error::CudaError| Error::NoDevice(DriverError::from(e));
-        cust::init(cust::CudaFlags::empty()).map_err(no_device)?;
-        let device = Device::get_device(ordinal).map_err(no_device)?;
-        let ctx = Context::new(device)?;
-        let attr = |a| device.get_attribute(a).map(|v| v as u32);
-        let (major, minor) = (
-            attr(DeviceAttribute::ComputeCapabilityMajor)?,
-            attr(DeviceAttribute::ComputeCapabilityMinor)?,
-        );
-        let name = device.name()?;
-        let module = ptx::best_for(major * 10 + minor)
-            .ok_or(Error::UnsupportedDevice {
-                name: name.clone(),
-                major,
-                minor,
-            })
-            .and_then(Module::load)?;
-        let sm_count = attr(DeviceAttribute::MultiprocessorCount)?;
-        let policy = tuning::policy(major * 10 + minor);
-        let info = DeviceInfo {
-            name,
-            compute_capability: (major, minor),
-            sm_count,
-            ptx_arch: module.arch,
-        };
+    /// A handle on an opened device; several handles can share one [`Gpu`].
+    pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        let stream = gpu.stream()?;
+        let info = gpu.info();
+        let policy = tuning::policy(info.cc());
         Ok(DeviceReduce {
-            scratch: Scratch::new(sm_count * policy.blocks_per_sm)?,
-            stream: Stream::new(StreamFlags::NON_BLOCKING, None)?,
-            module,
-            info,
+            scratch: Scratch::new(info.sm_count * policy.blocks_per_sm)?,
+            stream,
             policy,
             combine: Combine::default(),
-            ctx,
+            gpu: gpu.clone(),
         })
     }
 
     /// What the handle knows about its device.
     pub fn device_info(&self) -> &DeviceInfo {
-        &self.info
+        self.gpu.info()
+    }
+
+    /// The device this handle runs on.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
     }
 
     /// The stream blocking calls run on.
@@ -199,7 +162,7 @@ impl DeviceReduce {
         if policy.blocks_per_sm > self.policy.blocks_per_sm {
             self.stream.synchronize()?;
             self.scratch.partials = DeviceBuffer::zeroed(
-                (self.info.sm_count * policy.blocks_per_sm) as usize * MAX_ACC_BYTES,
+                (self.gpu.info().sm_count * policy.blocks_per_sm) as usize * MAX_ACC_BYTES,
             )?;
         }
         self.policy = policy;
@@ -207,7 +170,7 @@ impl DeviceReduce {
     }
 
     fn make_current(&self) -> Result<()> {
-        Ok(CurrentContext::set_current(&self.ctx)?)
+        self.gpu.make_current()
     }
 
     /// Sum of the elements; 0 for an empty slice. f32 is summed in f32 by a fixed tree: with
@@ -357,7 +320,12 @@ impl DeviceReduce {
             )));
         }
         let policy = self.policy;
-        let grid = tuning::grid_for(&policy, self.info.sm_count, n, std::mem::size_of::<T>());
+        let grid = tuning::grid_for(
+            &policy,
+            self.gpu.info().sm_count,
+            n,
+            std::mem::size_of::<T>(),
+        );
         let main = Launch {
             grid,
             block: policy.threads,
@@ -383,14 +351,14 @@ impl DeviceReduce {
                 _ if n == 0 => {
                     // The finalize body over zero partials writes the identity.
                     driver::launch(
-                        self.module.function(kernels.finalize)?,
+                        self.gpu.function(kernels.finalize)?,
                         single,
                         stream,
                         &mut [arg(&mut partials), arg(&mut n), arg(&mut out)],
                     )
                 }
                 Combine::TwoPass if grid == 1 => driver::launch(
-                    self.module.function(kernels.partials)?,
+                    self.gpu.function(kernels.partials)?,
                     main,
                     stream,
                     &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut out)],
@@ -398,20 +366,20 @@ impl DeviceReduce {
                 Combine::TwoPass => {
                     let mut count = grid as u64;
                     driver::launch(
-                        self.module.function(kernels.partials)?,
+                        self.gpu.function(kernels.partials)?,
                         main,
                         stream,
                         &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut partials)],
                     )?;
                     driver::launch(
-                        self.module.function(kernels.finalize)?,
+                        self.gpu.function(kernels.finalize)?,
                         single,
                         stream,
                         &mut [arg(&mut partials), arg(&mut count), arg(&mut out)],
                     )
                 }
                 Combine::LastBlock => driver::launch(
-                    self.module.function(kernels.last_block)?,
+                    self.gpu.function(kernels.last_block)?,
                     main,
                     stream,
                     &mut [
@@ -430,7 +398,7 @@ impl DeviceReduce {
                     })?;
                     driver::memset_zero(out, std::mem::size_of::<Acc>(), stream)?;
                     driver::launch(
-                        self.module.function(atomic)?,
+                        self.gpu.function(atomic)?,
                         main,
                         stream,
                         &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut out)],
@@ -452,6 +420,6 @@ impl Drop for DeviceReduce {
     fn drop(&mut self) {
         // The fields free device memory and unload the module: make their context current first. A failure
         // here has no caller to go to, so it is dropped.
-        let _ = CurrentContext::set_current(&self.ctx);
+        let _ = self.gpu.make_current();
     }
 }

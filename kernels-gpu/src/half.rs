@@ -1,0 +1,50 @@
+//! 16-bit floats as the device sees them: bit patterns with conversions to f32. Arithmetic on them happens
+//! in f32 (the accumulator of their sums), so no f16 arithmetic instructions are needed.
+use core::arch::asm;
+
+use crate::warp::Shuffle;
+
+/// IEEE binary16, as its bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(transparent)]
+pub struct F16(pub u16);
+
+/// bfloat16 (the top half of an f32), as its bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(transparent)]
+pub struct BF16(pub u16);
+
+impl F16 {
+    /// Exact widening to f32 (`cvt.f32.f16`).
+    #[inline(always)]
+    pub fn to_f32(self) -> f32 {
+        let r: f32;
+        // SAFETY: a register-only conversion.
+        unsafe {
+            asm!("{{ .reg .b16 h; mov.b16 h, {1}; cvt.f32.f16 {0}, h; }}", out(reg32) r, in(reg16) self.0,
+                 options(pure, nomem, nostack))
+        };
+        r
+    }
+}
+
+impl BF16 {
+    /// Exact widening to f32: the bits are the high half of the f32.
+    #[inline(always)]
+    pub fn to_f32(self) -> f32 {
+        f32::from_bits((self.0 as u32) << 16)
+    }
+}
+
+macro_rules! shuffle_16 {
+    ($($t:ty),*) => {$(
+        // SAFETY: the 16 bits travel in the low half of one word.
+        unsafe impl Shuffle for $t {
+            #[inline(always)]
+            fn map_words(self, mut f: impl FnMut(u32) -> u32) -> Self {
+                Self(f(self.0 as u32) as u16)
+            }
+        }
+    )*};
+}
+shuffle_16!(F16, BF16);

@@ -1,0 +1,105 @@
+//! [`Gpu`]: one device with the kernels loaded, shared by every handle ([`DeviceReduce`](crate::DeviceReduce)
+//! and the others) so the PTX is loaded and JIT-compiled once per device.
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use cust::context::{Context, CurrentContext};
+use cust::device::{Device, DeviceAttribute};
+use cust::stream::{Stream, StreamFlags};
+use cust::sys::CUfunction;
+
+use crate::driver::Module;
+use crate::error::{DriverError, Error, Result};
+use crate::ptx;
+
+/// What was learned about the device when it was opened.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// Name reported by the driver.
+    pub name: String,
+    /// Compute capability as (major, minor).
+    pub compute_capability: (u32, u32),
+    /// Number of streaming multiprocessors.
+    pub sm_count: u32,
+    /// The arch of the PTX module that was loaded (e.g. 90).
+    pub ptx_arch: u32,
+}
+
+impl DeviceInfo {
+    /// Compute capability as `major * 10 + minor`.
+    pub fn cc(&self) -> u32 {
+        self.compute_capability.0 * 10 + self.compute_capability.1
+    }
+}
+
+/// A CUDA device (its primary context) with this crate's kernels loaded. Cloning is cheap and shares the
+/// module; memory allocated by `cust` on the same device works with every handle made from it.
+#[derive(Clone)]
+pub struct Gpu(Arc<Inner>);
+
+struct Inner {
+    module: Module,
+    info: DeviceInfo,
+    // Declared last: dropped after the module that lives in it.
+    ctx: Context,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The module is unloaded next: its context must be current. Nothing to report a failure to.
+        let _ = CurrentContext::set_current(&self.ctx);
+    }
+}
+
+impl Gpu {
+    /// Device 0.
+    pub fn new() -> Result<Self> {
+        Self::with_device(0)
+    }
+
+    /// The device with this ordinal: retains its primary context, picks the newest PTX module the device
+    /// can run and loads it.
+    pub fn with_device(ordinal: u32) -> Result<Self> {
+        let no_device = |e: cust::error::CudaError| Error::NoDevice(DriverError::from(e));
+        cust::init(cust::CudaFlags::empty()).map_err(no_device)?;
+        let device = Device::get_device(ordinal).map_err(no_device)?;
+        let ctx = Context::new(device)?;
+        let attr = |a| device.get_attribute(a).map(|v| v as u32);
+        let major = attr(DeviceAttribute::ComputeCapabilityMajor)?;
+        let minor = attr(DeviceAttribute::ComputeCapabilityMinor)?;
+        let name = device.name()?;
+        let module = match ptx::best_for(major * 10 + minor) {
+            Some(m) => Module::load(m)?,
+            None => return Err(Error::UnsupportedDevice { name, major, minor }),
+        };
+        let sm_count = attr(DeviceAttribute::MultiprocessorCount)?;
+        let info = DeviceInfo {
+            name,
+            compute_capability: (major, minor),
+            sm_count,
+            ptx_arch: module.arch,
+        };
+        Ok(Gpu(Arc::new(Inner { module, info, ctx })))
+    }
+
+    /// What is known about the device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.0.info
+    }
+
+    /// Makes the device's context current on this thread (every handle method does this first).
+    pub(crate) fn make_current(&self) -> Result<()> {
+        Ok(CurrentContext::set_current(&self.0.ctx)?)
+    }
+
+    /// A kernel of the loaded module.
+    pub(crate) fn function(&self, name: &CStr) -> Result<CUfunction> {
+        self.0.module.function(name)
+    }
+
+    /// A new non-blocking stream on this device.
+    pub(crate) fn stream(&self) -> Result<Stream> {
+        self.make_current()?;
+        Ok(Stream::new(StreamFlags::NON_BLOCKING, None)?)
+    }
+}

@@ -1,0 +1,64 @@
+//! Device-copyable f16 and bf16: `half` 2.x types cannot implement `cust`'s `DeviceCopy` outside `half` or
+//! `cust`, so these transparent wrappers do. Slices convert both ways without copying.
+use cust::memory::DeviceCopy;
+
+macro_rules! wrapper {
+    ($(#[$doc:meta])* $name:ident, $half:ty) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, PartialOrd)]
+        #[repr(transparent)]
+        pub struct $name(pub $half);
+
+        // SAFETY: a 16-bit float holds no pointers.
+        unsafe impl DeviceCopy for $name {}
+
+        impl $name {
+            /// Views `&[half]` as `&[Self]` (same layout), e.g. for `DeviceBuffer::from_slice`.
+            pub fn from_halves(s: &[$half]) -> &[Self] {
+                // SAFETY: `Self` is `repr(transparent)` over the half type.
+                unsafe { std::slice::from_raw_parts(s.as_ptr() as *const Self, s.len()) }
+            }
+
+            /// Views `&[Self]` as `&[half]`.
+            pub fn as_halves(s: &[Self]) -> &[$half] {
+                // SAFETY: `Self` is `repr(transparent)` over the half type.
+                unsafe { std::slice::from_raw_parts(s.as_ptr() as *const $half, s.len()) }
+            }
+
+            /// The value as f32 (exact).
+            pub fn to_f32(self) -> f32 {
+                self.0.to_f32()
+            }
+        }
+
+        impl From<$half> for $name {
+            fn from(h: $half) -> Self {
+                $name(h)
+            }
+        }
+
+        impl From<$name> for $half {
+            fn from(h: $name) -> Self {
+                h.0
+            }
+        }
+    };
+}
+
+wrapper!(
+    /// IEEE binary16 on the device: wraps [`half::f16`].
+    ///
+    /// ```
+    /// use reduce_host::F16;
+    /// let host = [half::f16::from_f32(1.5), half::f16::from_f32(-2.0)];
+    /// let view: &[F16] = F16::from_halves(&host);
+    /// assert_eq!(view[0].to_f32(), 1.5);
+    /// ```
+    F16,
+    half::f16
+);
+wrapper!(
+    /// bfloat16 on the device: wraps [`half::bf16`].
+    BF16,
+    half::bf16
+);

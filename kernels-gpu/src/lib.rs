@@ -28,6 +28,7 @@ pub mod half;
 pub mod op;
 pub mod seed;
 pub mod thread;
+pub mod util;
 pub mod warp;
 
 /// Dynamic shared memory every reduction kernel needs: 32 warp slots of the largest accumulator (16 bytes)

@@ -97,8 +97,29 @@ impl Gpu {
         self.0.module.function(name)
     }
 
+    /// Enqueues a one-thread kernel that busy-waits `ns` nanoseconds on `stream`. Benchmarks put it ahead of
+    /// timed work so the host can queue that work before the GPU reaches it.
+    pub fn spin_async(&self, ns: u64, stream: &Stream) -> Result<()> {
+        self.make_current()?;
+        let mut ns = ns;
+        let shape = crate::driver::Launch {
+            grid: 1,
+            block: 32,
+            shared_bytes: 0,
+        };
+        // SAFETY: `util_spin(ns: u64)` takes one u64 and touches no memory.
+        unsafe {
+            crate::driver::launch(
+                self.function(c"util_spin")?,
+                shape,
+                stream,
+                &mut [&mut ns as *mut u64 as *mut std::ffi::c_void],
+            )
+        }
+    }
+
     /// A new non-blocking stream on this device.
-    pub(crate) fn stream(&self) -> Result<Stream> {
+    pub fn stream(&self) -> Result<Stream> {
         self.make_current()?;
         Ok(Stream::new(StreamFlags::NON_BLOCKING, None)?)
     }

@@ -37,6 +37,7 @@ mod gpu;
 mod half;
 pub mod ptx;
 mod reduce;
+pub mod seed;
 pub mod tuning;
 
 pub use element::{Element, Indexed, Kernels, OrdElement, SumElement, all_kernels};

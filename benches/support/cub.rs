@@ -1,0 +1,91 @@
+//! The CUB comparator: `cub/cub_bench.cu`, compiled with `nvcc` at run time so its numbers come from the same
+//! GPU in the same run. Without `nvcc` the CUB column is reported missing, with the reason.
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+const SOURCE: &str = include_str!("../cub/cub_bench.cu");
+
+/// One CUB measurement.
+#[derive(Clone, Copy, Debug)]
+pub struct CubResult {
+    pub us: f64,
+    pub gbps: f64,
+    pub pass: bool,
+}
+
+/// A compiled comparator, or why there is none.
+pub enum Cub {
+    Ready(PathBuf),
+    Missing(String),
+}
+
+impl Cub {
+    /// Compiles the comparator for compute capability `cc` (e.g. 90).
+    pub fn build(cc: u32) -> Cub {
+        let dir = std::env::temp_dir().join(format!("reduce-bench-cub-{}", std::process::id()));
+        if let Err(e) = std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::write(dir.join("cub_bench.cu"), SOURCE))
+        {
+            return Cub::Missing(format!("cannot write the comparator source: {e}"));
+        }
+        let exe = dir.join("cub_bench");
+        let out = Command::new("nvcc")
+            .args(["-O3", "-std=c++17", &format!("-arch=sm_{cc}"), "-o"])
+            .arg(&exe)
+            .arg(dir.join("cub_bench.cu"))
+            .output();
+        match out {
+            Err(e) => Cub::Missing(format!(
+                "nvcc is not on the PATH ({e}); install the CUDA toolkit to get the CUB column"
+            )),
+            Ok(o) if !o.status.success() => Cub::Missing(format!(
+                "nvcc failed:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            )),
+            Ok(_) => Cub::Ready(exe),
+        }
+    }
+
+    /// Runs `op` (e.g. `sum_f32`) at `sizes`; a missing comparator or a failed run gives an empty map and
+    /// a note on stderr.
+    pub fn run(&self, op: &str, sizes: &[u64]) -> HashMap<u64, CubResult> {
+        let Cub::Ready(exe) = self else {
+            return HashMap::new();
+        };
+        let out = match Command::new(exe)
+            .arg(op)
+            .args(sizes.iter().map(|n| n.to_string()))
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("cub_bench {op}: {e}");
+                return HashMap::new();
+            }
+        };
+        if !out.status.success() {
+            eprintln!(
+                "cub_bench {op} exited with {}:\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| {
+                let f: Vec<&str> = line.split(',').collect();
+                (f.len() == 6 && f[0] == "cub").then(|| {
+                    Some((
+                        f[2].parse().ok()?,
+                        CubResult {
+                            us: f[3].parse().ok()?,
+                            gbps: f[4].parse().ok()?,
+                            pass: f[5] == "PASS",
+                        },
+                    ))
+                })?
+            })
+            .collect()
+    }
+}

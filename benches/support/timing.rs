@@ -1,0 +1,202 @@
+//! Device timing with the method of `../shared/reference` (and of the CUB comparator): CUDA graphs of 100
+//! launches for n ≤ 2^20, one event pair per launch above; medians; a spin kernel ahead of timed work so the
+//! events measure the GPU and not the host's launch rate.
+use std::ffi::c_void;
+
+use cust::event::{Event, EventFlags};
+use cust::stream::Stream;
+use cust::sys;
+use reduce_host::Gpu;
+
+/// Below or at this size a sample is a graph replay of [`GRAPH_LAUNCHES`] launches.
+pub const GRAPH_MAX_N: u64 = 1 << 20;
+/// Launches captured in one graph.
+pub const GRAPH_LAUNCHES: usize = 100;
+const SAMPLES: usize = 21;
+
+type Enqueue<'a> = dyn FnMut(usize, &Stream) -> Result<(), Box<dyn std::error::Error>> + 'a;
+
+fn check(r: sys::CUresult, what: &str) -> Result<(), Box<dyn std::error::Error>> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(format!("{what} failed: {r:?}").into())
+    }
+}
+
+/// Median of `xs` (sorted in place).
+pub fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// Median device time in µs of one `enqueue(copy, stream)`, cycling `copies` input copies.
+pub fn time_us(
+    gpu: &Gpu,
+    stream: &Stream,
+    n: u64,
+    copies: usize,
+    enqueue: &mut Enqueue,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    // Warm-up, which also settles every lazy allocation and the handle's stream bookkeeping.
+    for k in 0..5.max(copies.min(64)) {
+        enqueue(k % copies, stream)?;
+    }
+    stream.synchronize()?;
+    if n <= GRAPH_MAX_N {
+        time_graphs(gpu, stream, copies, enqueue)
+    } else {
+        time_events(gpu, stream, copies, enqueue)
+    }
+}
+
+fn time_events(
+    gpu: &Gpu,
+    stream: &Stream,
+    copies: usize,
+    enqueue: &mut Enqueue,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    // Estimate one launch, then take enough samples for ~0.3 s (at least 21, at most 2000).
+    let (e0, e1) = (
+        Event::new(EventFlags::DEFAULT)?,
+        Event::new(EventFlags::DEFAULT)?,
+    );
+    e0.record(stream)?;
+    for k in 0..8 {
+        enqueue(k % copies, stream)?;
+    }
+    e1.record(stream)?;
+    e1.synchronize()?;
+    let est_us = e1.elapsed_time_f32(&e0)? as f64 * 1000.0 / 8.0;
+    let samples = ((300_000.0 / est_us.max(1.0)) as usize).clamp(SAMPLES, 2000);
+    let chunk = 32;
+    let events: Vec<Event> = (0..=chunk)
+        .map(|_| Event::new(EventFlags::DEFAULT))
+        .collect::<Result<_, _>>()?;
+    let mut times = Vec::with_capacity(samples);
+    let mut k = 0;
+    while times.len() < samples {
+        let m = chunk.min(samples - times.len());
+        gpu.spin_async(
+            ((est_us * m as f64) as u64 * 1000).clamp(20_000, 2_000_000),
+            stream,
+        )?;
+        events[0].record(stream)?;
+        for i in 0..m {
+            enqueue(k % copies, stream)?;
+            k += 1;
+            events[i + 1].record(stream)?;
+        }
+        events[m].synchronize()?;
+        for i in 0..m {
+            times.push(events[i + 1].elapsed_time_f32(&events[i])? as f64 * 1000.0);
+        }
+    }
+    Ok(median(&mut times))
+}
+
+fn time_graphs(
+    gpu: &Gpu,
+    stream: &Stream,
+    copies: usize,
+    enqueue: &mut Enqueue,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    // As many graphs as it takes for every copy to be read once per round (at most 16), so the rotation
+    // defeats the L2 as far as 1600 launches can.
+    let graphs = copies.div_ceil(GRAPH_LAUNCHES).clamp(1, 16);
+    let mut execs = Vec::new();
+    let mut k = 0;
+    for _ in 0..graphs {
+        let mut graph = std::ptr::null_mut();
+        let mut exec = std::ptr::null_mut();
+        // SAFETY: capture on a live stream; every call in between only enqueues work.
+        unsafe {
+            check(
+                sys::cuStreamBeginCapture_v2(
+                    stream.as_inner(),
+                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                ),
+                "begin capture",
+            )?;
+            let mut result = Ok(());
+            for _ in 0..GRAPH_LAUNCHES {
+                result = result.and_then(|_| enqueue(k % copies, stream));
+                k += 1;
+            }
+            check(
+                sys::cuStreamEndCapture(stream.as_inner(), &mut graph),
+                "end capture",
+            )?;
+            result?;
+            check(
+                sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0),
+                "instantiate",
+            )?;
+            check(sys::cuGraphDestroy(graph), "graph destroy")?;
+        }
+        execs.push(exec);
+    }
+    let launch = |exec: sys::CUgraphExec| {
+        // SAFETY: `exec` is a live instantiated graph.
+        check(
+            unsafe { sys::cuGraphLaunch(exec, stream.as_inner()) },
+            "graph launch",
+        )
+    };
+    for &e in &execs {
+        launch(e)?;
+    }
+    stream.synchronize()?;
+    let (e0, e1) = (
+        Event::new(EventFlags::DEFAULT)?,
+        Event::new(EventFlags::DEFAULT)?,
+    );
+    let mut times = Vec::new();
+    for s in 0..SAMPLES.max(execs.len()) {
+        gpu.spin_async(50_000, stream)?;
+        e0.record(stream)?;
+        launch(execs[s % execs.len()])?;
+        e1.record(stream)?;
+        e1.synchronize()?;
+        times.push(e1.elapsed_time_f32(&e0)? as f64 * 1000.0 / GRAPH_LAUNCHES as f64);
+    }
+    for e in execs {
+        // SAFETY: no replay is pending (synchronized above).
+        unsafe { sys::cuGraphExecDestroy(e) };
+    }
+    Ok(median(&mut times))
+}
+
+/// Bandwidth of a 1 GiB device-to-device copy (bytes read + written), GB/s: the measured ceiling.
+pub fn copy_gbps(stream: &Stream) -> Result<f64, Box<dyn std::error::Error>> {
+    let bytes = 1usize << 30;
+    let src = cust::memory::DeviceBuffer::<u8>::zeroed(bytes)?;
+    let dst = cust::memory::DeviceBuffer::<u8>::zeroed(bytes)?;
+    let (e0, e1) = (
+        Event::new(EventFlags::DEFAULT)?,
+        Event::new(EventFlags::DEFAULT)?,
+    );
+    let mut times = Vec::new();
+    for i in 0..25 {
+        e0.record(stream)?;
+        // SAFETY: both buffers are live and `bytes` long.
+        unsafe {
+            check(
+                sys::cuMemcpyDtoDAsync_v2(
+                    dst.as_device_ptr().as_raw(),
+                    src.as_device_ptr().as_raw(),
+                    bytes,
+                    stream.as_inner(),
+                ),
+                "copy",
+            )?
+        };
+        e1.record(stream)?;
+        e1.synchronize()?;
+        if i >= 4 {
+            times.push(e1.elapsed_time_f32(&e0)? as f64 * 1e-3);
+        }
+    }
+    let _ = std::ptr::null::<c_void>();
+    Ok(2.0 * bytes as f64 / median(&mut times) / 1e9)
+}

@@ -1,0 +1,179 @@
+//! The reduction chapter's teaching kernels v0–v5 (f32 sums), runnable for the bandwidth table in
+//! `cargo bench`. Production code wants [`DeviceReduce::sum`](crate::DeviceReduce::sum) instead.
+use std::ffi::{CStr, c_void};
+
+use cust::memory::{DeviceBuffer, DeviceSlice};
+use cust::stream::Stream;
+
+use crate::driver::{self, Launch};
+use crate::element::SumElement;
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+
+/// One step of the chapter's sum kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SeedVersion {
+    /// Interleaved addressing with `tid % (2*s)`: divergent warps.
+    V0,
+    /// Contiguous threads at `2*s*tid`: shared-memory bank conflicts.
+    V1,
+    /// Sequential addressing.
+    V2,
+    /// First add during load (two elements per thread).
+    V3,
+    /// v3 plus a warp-shuffle tail for the last 64 → 1.
+    V4,
+    /// Grid-stride loop, 16-byte loads, warp → shared → warp, one barrier.
+    V5,
+}
+
+impl SeedVersion {
+    /// Every version, in the chapter's order.
+    pub const ALL: [SeedVersion; 6] = [Self::V0, Self::V1, Self::V2, Self::V3, Self::V4, Self::V5];
+
+    /// What the version changes, in a few words.
+    pub fn change(self) -> &'static str {
+        match self {
+            Self::V0 => "interleaved, divergent",
+            Self::V1 => "strided index, bank conflicts",
+            Self::V2 => "sequential addressing",
+            Self::V3 => "first add during load",
+            Self::V4 => "warp-shuffle tail",
+            Self::V5 => "grid-stride, 16-byte loads, 2-level shuffle",
+        }
+    }
+
+    fn kernel(self) -> &'static CStr {
+        match self {
+            Self::V0 => c"seed_v0",
+            Self::V1 => c"seed_v1",
+            Self::V2 => c"seed_v2",
+            Self::V3 => c"seed_v3",
+            Self::V4 => c"seed_v4",
+            Self::V5 => c"seed_v5",
+        }
+    }
+}
+
+/// Threads per block of every seed kernel (the chapter's `kThreads`).
+const THREADS: u32 = 256;
+/// Blocks per SM of v5's fixed grid (the chapter's `sm_count() * 8`).
+const V5_BLOCKS_PER_SM: u32 = 8;
+
+/// Runs the seed kernels; their per-block partials are combined by the production finalize kernel.
+pub struct SeedReduce {
+    partials: DeviceBuffer<f32>,
+    stream: Stream,
+    gpu: Gpu,
+}
+
+impl SeedReduce {
+    /// A handle on an opened device.
+    pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        Ok(SeedReduce {
+            partials: DeviceBuffer::zeroed(1)?,
+            stream: gpu.stream()?,
+            gpu: gpu.clone(),
+        })
+    }
+
+    /// Grid size of `version` for `n` elements.
+    pub fn grid(&self, version: SeedVersion, n: u64) -> u64 {
+        match version {
+            SeedVersion::V0 | SeedVersion::V1 | SeedVersion::V2 => n.div_ceil(THREADS as u64),
+            SeedVersion::V3 | SeedVersion::V4 => n.div_ceil(2 * THREADS as u64),
+            SeedVersion::V5 => (self.gpu.info().sm_count * V5_BLOCKS_PER_SM) as u64,
+        }
+        .max(1)
+    }
+
+    /// Makes room for the partials of `n` elements under `version`; call it before timing, so the enqueue
+    /// itself never allocates.
+    pub fn reserve(&mut self, version: SeedVersion, n: u64) -> Result<()> {
+        let grid = self.grid(version, n);
+        if grid > i32::MAX as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "{version:?} needs {grid} blocks for {n} elements"
+            )));
+        }
+        if (self.partials.len() as u64) < grid {
+            self.gpu.make_current()?;
+            self.stream.synchronize()?;
+            self.partials = DeviceBuffer::zeroed(grid as usize)?;
+        }
+        Ok(())
+    }
+
+    /// The sum of `input` by `version` (blocking).
+    pub fn sum(&mut self, version: SeedVersion, input: &DeviceSlice<f32>) -> Result<f32> {
+        self.reserve(version, input.len() as u64)?;
+        let mut out = DeviceBuffer::<f32>::zeroed(1)?;
+        let stream = self.gpu.stream()?;
+        // SAFETY: `input` and `out` outlive the synchronize in `read_back`.
+        unsafe {
+            self.sum_async(version, input, &mut out, &stream)?;
+            driver::read_back::<f32>(out.as_device_ptr().as_raw(), &stream)
+        }
+    }
+
+    /// Enqueues the sum of `input` by `version` into `out[0]` on `stream`. [`reserve`](Self::reserve) first,
+    /// or this reports `InvalidArgument`.
+    ///
+    /// # Safety
+    /// `input` and `out` must stay allocated and `input` unmodified until `stream` has passed this work; the
+    /// handle's partials must not be in use by another stream's unfinished call.
+    pub unsafe fn sum_async(
+        &mut self,
+        version: SeedVersion,
+        input: &DeviceSlice<f32>,
+        out: &mut DeviceSlice<f32>,
+        stream: &Stream,
+    ) -> Result<()> {
+        let mut n = input.len() as u64;
+        let grid = self.grid(version, n);
+        let mut input_ptr = input.as_device_ptr().as_raw();
+        if (self.partials.len() as u64) < grid || out.is_empty() {
+            return Err(Error::InvalidArgument(
+                "call reserve() first, and pass a non-empty output".into(),
+            ));
+        }
+        if version == SeedVersion::V5 && input_ptr % 16 != 0 {
+            return Err(Error::InvalidArgument(
+                "v5 reads float4s: the input must be 16-byte aligned".into(),
+            ));
+        }
+        self.gpu.make_current()?;
+        let mut partials = self.partials.as_device_ptr().as_raw();
+        let mut count = grid;
+        let mut out_ptr = out.as_device_ptr().as_raw();
+        let arg = |p: &mut u64| p as *mut u64 as *mut c_void;
+        let smem = crate::reduce::SMEM_BYTES.max(4 * THREADS);
+        let first = Launch {
+            grid: grid as u32,
+            block: THREADS,
+            shared_bytes: smem,
+        };
+        let finalize = Launch {
+            grid: 1,
+            block: THREADS,
+            shared_bytes: smem,
+        };
+        // SAFETY: the seed kernels take (input, n, partials) and write `grid` partials, which `partials` holds;
+        // they read `input[..n]` only (v5's vector loads need the 16-byte alignment checked above) and get
+        // `4 * THREADS` bytes of shared memory; finalize takes (partials, count, out) as in kernels-gpu.
+        unsafe {
+            driver::launch(
+                self.gpu.function(version.kernel())?,
+                first,
+                stream,
+                &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut partials)],
+            )?;
+            driver::launch(
+                self.gpu.function(f32::SUM.finalize)?,
+                finalize,
+                stream,
+                &mut [arg(&mut partials), arg(&mut count), arg(&mut out_ptr)],
+            )
+        }
+    }
+}

@@ -105,13 +105,14 @@ struct Outputs {
     arg: DeviceBuffer<Indexed<f32>>,
 }
 
+/// Fields drop in order: device memory and streams before the handles and the device.
 struct Bench {
-    gpu: Gpu,
-    reduce: DeviceReduce,
-    seed: SeedReduce,
-    stream: Stream,
-    out: Outputs,
     pool: Pool,
+    out: Outputs,
+    stream: Stream,
+    seed: SeedReduce,
+    reduce: DeviceReduce,
+    gpu: Gpu,
     min_rotation_bytes: usize,
     failures: Vec<String>,
 }

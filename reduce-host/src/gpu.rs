@@ -40,14 +40,16 @@ pub struct Gpu(Arc<Inner>);
 struct Inner {
     module: Module,
     info: DeviceInfo,
-    // Declared last: dropped after the module that lives in it.
-    ctx: Context,
+    /// Retained for the rest of the process, never released: buffers and streams the user made on this device
+    /// may be dropped after the last handle, and they need the primary context alive (the CUDA runtime keeps
+    /// it until exit the same way).
+    ctx: std::mem::ManuallyDrop<Context>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         // The module is unloaded next: its context must be current. Nothing to report a failure to.
-        let _ = CurrentContext::set_current(&self.ctx);
+        let _ = CurrentContext::set_current(&*self.ctx);
     }
 }
 
@@ -79,7 +81,7 @@ impl Gpu {
             sm_count,
             ptx_arch: module.arch,
         };
-        Ok(Gpu(Arc::new(Inner { module, info, ctx })))
+        Ok(Gpu(Arc::new(Inner { module, info, ctx: std::mem::ManuallyDrop::new(ctx) })))
     }
 
     /// What is known about the device.
@@ -89,7 +91,7 @@ impl Gpu {
 
     /// Makes the device's context current on this thread (every handle method does this first).
     pub(crate) fn make_current(&self) -> Result<()> {
-        Ok(CurrentContext::set_current(&self.0.ctx)?)
+        Ok(CurrentContext::set_current(&*self.0.ctx)?)
     }
 
     /// A kernel of the loaded module.

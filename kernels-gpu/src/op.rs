@@ -20,6 +20,33 @@ pub trait ReduceOp {
     fn lift(x: Self::In, index: u64) -> Self::Acc;
     /// Merges two accumulators.
     fn combine(a: Self::Acc, b: Self::Acc) -> Self::Acc;
+
+    /// Folds a run of `len` elements into `acc`; `get(i)` gives element `i` and its index. Every index in
+    /// the run is larger than every index already in `acc`, and `get` yields them in increasing order.
+    ///
+    /// The default lifts every element and combines them in a pairwise tree (`len` must be a power of two,
+    /// at most 64), so a sum of one run is not one long dependent chain. Operators override it when knowing
+    /// the order makes the run cheaper (see [`ArgExtreme`]).
+    #[inline(always)]
+    fn fold_run(acc: Self::Acc, len: usize, get: impl Fn(usize) -> (Self::In, u64)) -> Self::Acc {
+        let mut tree = [Self::identity(); 64];
+        let mut i = 0;
+        while i < len {
+            let (x, index) = get(i);
+            tree[i] = Self::lift(x, index);
+            i += 1;
+        }
+        let mut width = len;
+        while width > 1 {
+            width /= 2;
+            let mut j = 0;
+            while j < width {
+                tree[j] = Self::combine(tree[j], tree[j + width]);
+                j += 1;
+            }
+        }
+        Self::combine(acc, tree[0])
+    }
 }
 
 /// Elements that can be summed, with the type their sum is accumulated and returned in.
@@ -61,6 +88,20 @@ pub trait OrdElement: Shuffle {
     fn is_nan(self) -> bool;
     /// `self < other` by IEEE or integer order.
     fn lt(self, other: Self) -> bool;
+
+    /// The better of `a` and `b` by `D`, a NaN winning; either one when they are equal. Floats may override
+    /// this with a single NaN-propagating `max`/`min` instruction.
+    #[inline(always)]
+    fn pick<D: Direction>(a: Self, b: Self) -> Self {
+        if b.is_nan() || (!a.is_nan() && D::better(b, a)) { b } else { a }
+    }
+
+    /// Equal by IEEE or integer order, or both NaN.
+    #[inline(always)]
+    fn same(self, other: Self) -> bool {
+        let (a_nan, b_nan) = (self.is_nan(), other.is_nan());
+        if a_nan || b_nan { a_nan && b_nan } else { !self.lt(other) && !other.lt(self) }
+    }
 }
 
 macro_rules! ord_float {
@@ -72,6 +113,11 @@ macro_rules! ord_float {
             fn is_nan(self) -> bool { self != self }
             #[inline(always)]
             fn lt(self, other: Self) -> bool { self < other }
+            /// IEEE 754-2019 maximum/minimum: NaN-propagating, one `max.NaN`/`min.NaN` on sm_80+.
+            #[inline(always)]
+            fn pick<D: Direction>(a: Self, b: Self) -> Self {
+                if D::GREATEST { a.maximum(b) } else { a.minimum(b) }
+            }
         }
     )*};
 }
@@ -79,6 +125,8 @@ ord_float!(f32, f64);
 
 /// Which end of the order an extremum operator seeks.
 pub trait Direction {
+    /// True for [`Greatest`].
+    const GREATEST: bool;
     /// True when `a` is strictly better than `b` (greater for max, less for min).
     fn better<T: OrdElement>(a: T, b: T) -> bool;
     /// The worst value, the identity.
@@ -91,6 +139,7 @@ pub struct Greatest;
 pub struct Least;
 
 impl Direction for Greatest {
+    const GREATEST: bool = true;
     #[inline(always)]
     fn better<T: OrdElement>(a: T, b: T) -> bool {
         b.lt(a)
@@ -102,6 +151,7 @@ impl Direction for Greatest {
 }
 
 impl Direction for Least {
+    const GREATEST: bool = false;
     #[inline(always)]
     fn better<T: OrdElement>(a: T, b: T) -> bool {
         a.lt(b)
@@ -152,7 +202,7 @@ impl<T: OrdElement, D: Direction> ReduceOp for Extreme<T, D> {
     }
     #[inline(always)]
     fn combine(a: T, b: T) -> T {
-        if b.is_nan() || (!a.is_nan() && D::better(b, a)) { b } else { a }
+        T::pick::<D>(a, b)
     }
 }
 
@@ -214,5 +264,42 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
     #[inline(always)]
     fn combine(a: Indexed<T>, b: Indexed<T>) -> Indexed<T> {
         choose::<T, D>(a, b)
+    }
+
+    /// Values first, indices only when needed: the run's best value by a NaN-propagating tree (one
+    /// instruction per element for floats), and only if it beats `acc` (strictly: ties keep the earlier
+    /// index, which `acc` holds) a scan for the first element equal to it. On most data the running best
+    /// stops changing early, so the scan is rare.
+    #[inline(always)]
+    fn fold_run(acc: Indexed<T>, len: usize, get: impl Fn(usize) -> (T, u64)) -> Indexed<T> {
+        let mut tree = [D::worst::<T>(); 64];
+        let mut i = 0;
+        while i < len {
+            tree[i] = get(i).0;
+            i += 1;
+        }
+        let mut width = len;
+        while width > 1 {
+            width /= 2;
+            let mut j = 0;
+            while j < width {
+                tree[j] = T::pick::<D>(tree[j], tree[j + width]);
+                j += 1;
+            }
+        }
+        let best = tree[0];
+        let wins = acc.index == u64::MAX || (!acc.value.is_nan() && (best.is_nan() || D::better(best, acc.value)));
+        if !wins {
+            return acc;
+        }
+        let mut i = 0;
+        while i < len {
+            let (x, index) = get(i);
+            if x.same(best) {
+                return Indexed { value: x, index };
+            }
+            i += 1;
+        }
+        acc
     }
 }

@@ -26,34 +26,8 @@ macro_rules! vectorize {
 vectorize!(f32, f64, u8, u32, i32, u64, i64);
 
 /// Vectors each thread loads before it combines any: enough bytes in flight per thread to cover latency.
-/// The combine below is written out for four.
+/// Runs of `UNROLL * LANES` elements go to [`ReduceOp::fold_run`], which takes at most 64.
 pub const UNROLL: u64 = 4;
-
-/// Reduces the vector that starts at element `first` (its lanes are `first..first + LANES`).
-#[inline(always)]
-fn reduce_vector<Op: ReduceOp>(v: &Vec16<<Op::In as Vectorize>::Array>, first: u64) -> Op::Acc
-where
-    Op::In: Vectorize,
-{
-    // Pairwise tree over the lanes, so the adds of one vector do not form one long dependent chain.
-    let lanes = <Op::In as Vectorize>::LANES;
-    let mut acc: [Op::Acc; 16] = [Op::identity(); 16];
-    let mut i = 0;
-    while i < lanes {
-        acc[i] = Op::lift(<Op::In as Vectorize>::lane(v, i), first + i as u64);
-        i += 1;
-    }
-    let mut width = lanes;
-    while width > 1 {
-        width /= 2;
-        let mut j = 0;
-        while j < width {
-            acc[j] = Op::combine(acc[j], acc[j + width]);
-            j += 1;
-        }
-    }
-    acc[0]
-}
 
 /// Reduces this thread's grid-stride share of `input[0..n]`; thread `t` of `threads` takes vectors
 /// `t, t + threads, …`. Indices given to [`ReduceOp::lift`] are positions in `input`.
@@ -93,21 +67,20 @@ where
             x[k].write(unsafe { arch::load_vec16(body.add((v + k as u64 * threads) as usize)) });
             k += 1;
         }
-        let mut part = [Op::identity(); UNROLL as usize];
-        k = 0;
-        while k < UNROLL as usize {
-            // SAFETY: written in the loop above.
+        // Element i of the run is lane i % LANES of vector i / LANES; indices grow with i.
+        let get = |i: usize| {
+            let (k, j) = (i / lanes as usize, i % lanes as usize);
+            // SAFETY: every vector was written in the loop above.
             let vec = unsafe { x[k].assume_init_ref() };
-            part[k] = reduce_vector::<Op>(vec, first(v + k as u64 * threads));
-            k += 1;
-        }
-        acc = Op::combine(acc, Op::combine(Op::combine(part[0], part[1]), Op::combine(part[2], part[3])));
+            (<Op::In as Vectorize>::lane(vec, j), first(v + k as u64 * threads) + j as u64)
+        };
+        acc = Op::fold_run(acc, UNROLL as usize * lanes as usize, get);
         v += UNROLL * threads;
     }
     while v < vectors {
         // SAFETY: v < vectors.
         let x = unsafe { arch::load_vec16(body.add(v as usize)) };
-        acc = Op::combine(acc, reduce_vector::<Op>(&x, first(v)));
+        acc = Op::fold_run(acc, lanes as usize, |j| (<Op::In as Vectorize>::lane(&x, j), first(v) + j as u64));
         v += threads;
     }
     if tail + t < n {

@@ -81,7 +81,11 @@ impl Gpu {
             sm_count,
             ptx_arch: module.arch,
         };
-        Ok(Gpu(Arc::new(Inner { module, info, ctx: std::mem::ManuallyDrop::new(ctx) })))
+        Ok(Gpu(Arc::new(Inner {
+            module,
+            info,
+            ctx: std::mem::ManuallyDrop::new(ctx),
+        })))
     }
 
     /// What is known about the device.

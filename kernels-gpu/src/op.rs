@@ -22,40 +22,60 @@ pub trait ReduceOp {
     fn combine(a: Self::Acc, b: Self::Acc) -> Self::Acc;
 }
 
+/// A sum's running value. Floats add with IEEE rounding; integers add modulo 2^64 (two's complement
+/// wrapping), which is associative, so an integer sum is exact modulo 2^64 and the same for every combine
+/// order, atomics included.
+pub trait Accumulator: Shuffle {
+    /// The neutral element.
+    const ZERO: Self;
+    /// `self + other`, wrapping for integers.
+    fn add(self, other: Self) -> Self;
+}
+
+macro_rules! accumulator {
+    ($($t:ty: $zero:expr, |$a:ident, $b:ident| $add:expr;)*) => {$(
+        impl Accumulator for $t {
+            const ZERO: Self = $zero;
+            #[inline(always)]
+            fn add(self, other: Self) -> Self {
+                let ($a, $b) = (self, other);
+                $add
+            }
+        }
+    )*};
+}
+accumulator! {
+    f32: 0.0, |a, b| a + b;
+    f64: 0.0, |a, b| a + b;
+    i64: 0, |a, b| a.wrapping_add(b);
+    u64: 0, |a, b| a.wrapping_add(b);
+}
+
 /// Elements that can be summed, with the type their sum is accumulated and returned in.
 pub trait SumElement: Copy {
-    /// Accumulator: f32 for f32 (as CUB), f64 for f64.
-    type Acc: Shuffle + core::ops::Add<Output = Self::Acc>;
-    /// Zero of the accumulator.
-    const ZERO: Self::Acc;
-    /// Widens one element.
+    /// Accumulator: f32 for f32 (as CUB) and for f16/bf16, f64 for f64, i64/u64 for signed/unsigned integers.
+    type Acc: Accumulator;
+    /// Widens one element (exactly).
     fn widen(self) -> Self::Acc;
 }
 
-impl SumElement for f32 {
-    type Acc = f32;
-    const ZERO: f32 = 0.0;
-    #[inline(always)]
-    fn widen(self) -> f32 {
-        self
-    }
+macro_rules! sum_by_cast {
+    ($($t:ty => $acc:ty),*) => {$(
+        impl SumElement for $t {
+            type Acc = $acc;
+            #[inline(always)]
+            fn widen(self) -> $acc { self as $acc }
+        }
+    )*};
 }
+sum_by_cast!(f32 => f32, f64 => f64, i32 => i64, i64 => i64, u32 => u64, u64 => u64, u8 => u64);
 
-impl SumElement for f64 {
-    type Acc = f64;
-    const ZERO: f64 = 0.0;
-    #[inline(always)]
-    fn widen(self) -> f64 {
-        self
-    }
-}
-
-/// Elements with an order for max/min/argmax/argmin. Floats order by IEEE comparison, with NaN handled by
-/// the operators (it wins), so -0.0 and +0.0 compare equal.
+/// Elements with an order for max/min/argmax/argmin. Floats (16-bit ones through f32) order by IEEE
+/// comparison, with NaN handled by the operators (it wins), so -0.0 and +0.0 compare equal.
 pub trait OrdElement: Shuffle {
-    /// The least value (−∞ for floats): identity of max.
+    /// The least value (−∞ for floats, `MIN` for integers): identity of max.
     const LOWEST: Self;
-    /// The greatest value (+∞ for floats): identity of min.
+    /// The greatest value (+∞ for floats, `MAX` for integers): identity of min.
     const HIGHEST: Self;
     /// Whether this is a NaN (always false for integers).
     fn is_nan(self) -> bool;
@@ -76,6 +96,20 @@ macro_rules! ord_float {
     )*};
 }
 ord_float!(f32, f64);
+
+macro_rules! ord_int {
+    ($($t:ty),*) => {$(
+        impl OrdElement for $t {
+            const LOWEST: Self = <$t>::MIN;
+            const HIGHEST: Self = <$t>::MAX;
+            #[inline(always)]
+            fn is_nan(self) -> bool { false }
+            #[inline(always)]
+            fn lt(self, other: Self) -> bool { self < other }
+        }
+    )*};
+}
+ord_int!(i32, u32, i64, u64, u8);
 
 /// Which end of the order an extremum operator seeks.
 pub trait Direction {
@@ -120,7 +154,7 @@ impl<T: SumElement> ReduceOp for Sum<T> {
     type Acc = T::Acc;
     #[inline(always)]
     fn identity() -> T::Acc {
-        T::ZERO
+        T::Acc::ZERO
     }
     #[inline(always)]
     fn lift(x: T, _: u64) -> T::Acc {
@@ -128,7 +162,7 @@ impl<T: SumElement> ReduceOp for Sum<T> {
     }
     #[inline(always)]
     fn combine(a: T::Acc, b: T::Acc) -> T::Acc {
-        a + b
+        a.add(b)
     }
 }
 

@@ -1,6 +1,7 @@
 //! One thread's share of a device-wide pass: a grid-stride loop over 16-byte vectors, with the unaligned
 //! head and the ragged tail handled element by element, so any sub-slice offset and any length is correct.
 use crate::arch::{self, Vec16};
+use crate::half::{BF16, F16};
 use crate::op::ReduceOp;
 
 /// Element types that come in 16-byte vectors.
@@ -23,11 +24,21 @@ macro_rules! vectorize {
         }
     )*};
 }
-vectorize!(f32, f64, u8, u32, i32, u64, i64);
+vectorize!(f32, f64, F16, BF16, u8, u32, i32, u64, i64);
 
 /// Vectors each thread loads before it combines any: enough bytes in flight per thread to cover latency.
-/// The combine below is written out for four.
+/// The loads and the combine below are written out for four.
 pub const UNROLL: u64 = 4;
+
+/// Runs `$body` once per listed constant, bound to `$i`: a loop unrolled in the source. LLVM leaves long
+/// bodies rolled (16 lanes of an argmax on u8, 8 of an f16 max with its conversions), and a rolled loop that
+/// indexes a local array puts the array in local memory.
+macro_rules! unroll {
+    ($i:ident in [$($v:literal),*] $body:block) => {$({
+        const $i: usize = $v;
+        $body
+    })*};
+}
 
 /// Reduces the vector that starts at element `first` (its lanes are `first..first + LANES`).
 #[inline(always)]
@@ -38,20 +49,21 @@ where
     // Pairwise tree over the lanes, so the adds of one vector do not form one long dependent chain.
     let lanes = <Op::In as Vectorize>::LANES;
     let mut acc: [Op::Acc; 16] = [Op::identity(); 16];
-    let mut i = 0;
-    while i < lanes {
-        acc[i] = Op::lift(<Op::In as Vectorize>::lane(v, i), first + i as u64);
-        i += 1;
-    }
-    let mut width = lanes;
-    while width > 1 {
-        width /= 2;
-        let mut j = 0;
-        while j < width {
-            acc[j] = Op::combine(acc[j], acc[j + width]);
-            j += 1;
+    unroll!(I in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+        if I < lanes {
+            acc[I] = Op::lift(<Op::In as Vectorize>::lane(v, I), first + I as u64);
         }
-    }
+    });
+    // Halving widths lanes/2, …, 2, 1 (lanes is a power of two).
+    unroll!(W in [8, 4, 2, 1] {
+        if W < lanes {
+            unroll!(J in [0, 1, 2, 3, 4, 5, 6, 7] {
+                if J < W {
+                    acc[J] = Op::combine(acc[J], acc[J + W]);
+                }
+            });
+        }
+    });
     acc[0]
 }
 
@@ -87,20 +99,16 @@ where
     while v + (UNROLL - 1) * threads < vectors {
         // All loads first, then the arithmetic: UNROLL independent 16-byte loads in flight.
         let mut x = [const { core::mem::MaybeUninit::<Vec16<<Op::In as Vectorize>::Array>>::uninit() }; UNROLL as usize];
-        let mut k = 0;
-        while k < UNROLL as usize {
-            // SAFETY: v + k * threads < vectors, so the whole vector lies inside input[head..tail].
-            x[k].write(unsafe { arch::load_vec16(body.add((v + k as u64 * threads) as usize)) });
-            k += 1;
-        }
+        unroll!(K in [0, 1, 2, 3] {
+            // SAFETY: v + K * threads < vectors, so the whole vector lies inside input[head..tail].
+            x[K].write(unsafe { arch::load_vec16(body.add((v + K as u64 * threads) as usize)) });
+        });
         let mut part = [Op::identity(); UNROLL as usize];
-        k = 0;
-        while k < UNROLL as usize {
-            // SAFETY: written in the loop above.
-            let vec = unsafe { x[k].assume_init_ref() };
-            part[k] = reduce_vector::<Op>(vec, first(v + k as u64 * threads));
-            k += 1;
-        }
+        unroll!(K in [0, 1, 2, 3] {
+            // SAFETY: written above.
+            let vec = unsafe { x[K].assume_init_ref() };
+            part[K] = reduce_vector::<Op>(vec, first(v + K as u64 * threads));
+        });
         acc = Op::combine(acc, Op::combine(Op::combine(part[0], part[1]), Op::combine(part[2], part[3])));
         v += UNROLL * threads;
     }

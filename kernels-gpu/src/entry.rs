@@ -2,6 +2,9 @@
 //! up, `<body>_<op>_<type>`, for example `reduce_partials_argmax_f32`.
 //!
 //! Parameters: `input: *const T, n: u64` for the data; accumulators are `Op::Acc` (see [`crate::op`]).
+//!
+//! Types: `f32 f64 f16 bf16 i32 u32 i64 u64 u8`, every operator each. Sums accumulate in f32 for f16/bf16 and
+//! in 64-bit integers (wrapping) for the integers; max/min/argmax/argmin keep the element type.
 
 /// Exports the device-wide reduction kernels of one `(op, type)` pair under `$tag`.
 macro_rules! reduce_kernels {
@@ -70,12 +73,60 @@ mod reduce {
         min_f32: Min<f32>;
         argmax_f32: ArgMax<f32>;
         argmin_f32: ArgMin<f32>;
+        sum_f64: Sum<f64>;
+        max_f64: Max<f64>;
+        min_f64: Min<f64>;
+        argmax_f64: ArgMax<f64>;
+        argmin_f64: ArgMin<f64>;
+        sum_f16: Sum<crate::half::F16>;
+        max_f16: Max<crate::half::F16>;
+        min_f16: Min<crate::half::F16>;
+        argmax_f16: ArgMax<crate::half::F16>;
+        argmin_f16: ArgMin<crate::half::F16>;
+        sum_bf16: Sum<crate::half::BF16>;
+        max_bf16: Max<crate::half::BF16>;
+        min_bf16: Min<crate::half::BF16>;
+        argmax_bf16: ArgMax<crate::half::BF16>;
+        argmin_bf16: ArgMin<crate::half::BF16>;
+        sum_i32: Sum<i32>;
+        max_i32: Max<i32>;
+        min_i32: Min<i32>;
+        argmax_i32: ArgMax<i32>;
+        argmin_i32: ArgMin<i32>;
+        sum_u32: Sum<u32>;
+        max_u32: Max<u32>;
+        min_u32: Min<u32>;
+        argmax_u32: ArgMax<u32>;
+        argmin_u32: ArgMin<u32>;
+        sum_i64: Sum<i64>;
+        max_i64: Max<i64>;
+        min_i64: Min<i64>;
+        argmax_i64: ArgMax<i64>;
+        argmin_i64: ArgMin<i64>;
+        sum_u64: Sum<u64>;
+        max_u64: Max<u64>;
+        min_u64: Min<u64>;
+        argmax_u64: ArgMax<u64>;
+        argmin_u64: ArgMin<u64>;
+        sum_u8: Sum<u8>;
+        max_u8: Max<u8>;
+        min_u8: Min<u8>;
+        argmax_u8: ArgMax<u8>;
+        argmin_u8: ArgMin<u8>;
     }
 }
 
 mod atomic {
     atomic_kernels! {
         sum_f32: Sum<f32>;
+        sum_f64: Sum<f64>;
+        sum_f16: Sum<crate::half::F16>;
+        sum_bf16: Sum<crate::half::BF16>;
+        sum_i32: Sum<i32>;
+        sum_u32: Sum<u32>;
+        sum_i64: Sum<i64>;
+        sum_u64: Sum<u64>;
+        sum_u8: Sum<u8>;
     }
 }
 

@@ -2,6 +2,7 @@
 //! in f32 (the accumulator of their sums), so no f16 arithmetic instructions are needed.
 use core::arch::asm;
 
+use crate::op::{OrdElement, SumElement};
 use crate::warp::Shuffle;
 
 /// IEEE binary16, as its bits.
@@ -48,3 +49,35 @@ macro_rules! shuffle_16 {
     )*};
 }
 shuffle_16!(F16, BF16);
+
+/// Sums of 16-bit floats accumulate in f32, as CUB's: the widening is exact and f32 keeps the rounding error
+/// of a long sum far below one 16-bit ulp of the result.
+macro_rules! half_float {
+    ($($t:ident: $neg_inf:literal, $inf:literal;)*) => {$(
+        impl SumElement for $t {
+            type Acc = f32;
+            #[inline(always)]
+            fn widen(self) -> f32 {
+                self.to_f32()
+            }
+        }
+
+        /// Compared through f32, which orders them exactly as their own IEEE order would.
+        impl OrdElement for $t {
+            const LOWEST: Self = $t($neg_inf);
+            const HIGHEST: Self = $t($inf);
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                self.to_f32().is_nan()
+            }
+            #[inline(always)]
+            fn lt(self, other: Self) -> bool {
+                self.to_f32() < other.to_f32()
+            }
+        }
+    )*};
+}
+half_float! {
+    F16: 0xfc00, 0x7c00;
+    BF16: 0xff80, 0x7f80;
+}

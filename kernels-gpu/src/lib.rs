@@ -20,6 +20,16 @@
 #![allow(internal_features)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+/// Runs `$body` once per listed constant, bound to `$i`: a loop unrolled in the source. LLVM leaves long
+/// bodies rolled (64 lanes of an argmax run on u8, 32 of an f16 max with its conversions), and a rolled loop
+/// that indexes a local array puts the array in local memory.
+macro_rules! unroll {
+    ($i:ident in [$($v:literal),*] $body:block) => {$({
+        const $i: usize = $v;
+        $body
+    })*};
+}
+
 pub mod arch;
 pub mod block;
 pub mod device;

@@ -8,6 +8,30 @@ use core::marker::PhantomData;
 
 use crate::warp::Shuffle;
 
+/// Runs `$body` for every constant `$i` in 0..64 below `$len` (a constant after inlining), unrolled.
+macro_rules! each_index {
+    ($i:ident < $len:expr, $body:block) => {
+        unroll!($i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+            25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50,
+            51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63] {
+            if $i < $len $body
+        })
+    };
+}
+
+/// Pairwise reduction of `$tree[0..$len]` into `$tree[0]` with `$f` ($len a power of two ≤ 64), unrolled.
+macro_rules! pairwise_tree {
+    ($tree:ident, $len:expr, $f:expr) => {
+        unroll!(W in [32, 16, 8, 4, 2, 1] {
+            if W < $len {
+                each_index!(J < W, {
+                    $tree[J] = $f($tree[J], $tree[J + W]);
+                });
+            }
+        });
+    };
+}
+
 /// A reduction operator.
 pub trait ReduceOp {
     /// Element type read from memory.
@@ -30,59 +54,69 @@ pub trait ReduceOp {
     #[inline(always)]
     fn fold_run(acc: Self::Acc, len: usize, get: impl Fn(usize) -> (Self::In, u64)) -> Self::Acc {
         let mut tree = [Self::identity(); 64];
-        let mut i = 0;
-        while i < len {
-            let (x, index) = get(i);
-            tree[i] = Self::lift(x, index);
-            i += 1;
-        }
-        let mut width = len;
-        while width > 1 {
-            width /= 2;
-            let mut j = 0;
-            while j < width {
-                tree[j] = Self::combine(tree[j], tree[j + width]);
-                j += 1;
-            }
-        }
+        each_index!(I < len, {
+            let (x, index) = get(I);
+            tree[I] = Self::lift(x, index);
+        });
+        pairwise_tree!(tree, len, Self::combine);
         Self::combine(acc, tree[0])
     }
 }
 
+/// A sum's running value. Floats add with IEEE rounding; integers add modulo 2^64 (two's complement
+/// wrapping), which is associative, so an integer sum is exact modulo 2^64 and the same for every combine
+/// order, atomics included.
+pub trait Accumulator: Shuffle {
+    /// The neutral element.
+    const ZERO: Self;
+    /// `self + other`, wrapping for integers.
+    fn add(self, other: Self) -> Self;
+}
+
+macro_rules! accumulator {
+    ($($t:ty: $zero:expr, |$a:ident, $b:ident| $add:expr;)*) => {$(
+        impl Accumulator for $t {
+            const ZERO: Self = $zero;
+            #[inline(always)]
+            fn add(self, other: Self) -> Self {
+                let ($a, $b) = (self, other);
+                $add
+            }
+        }
+    )*};
+}
+accumulator! {
+    f32: 0.0, |a, b| a + b;
+    f64: 0.0, |a, b| a + b;
+    i64: 0, |a, b| a.wrapping_add(b);
+    u64: 0, |a, b| a.wrapping_add(b);
+}
+
 /// Elements that can be summed, with the type their sum is accumulated and returned in.
 pub trait SumElement: Copy {
-    /// Accumulator: f32 for f32 (as CUB), f64 for f64.
-    type Acc: Shuffle + core::ops::Add<Output = Self::Acc>;
-    /// Zero of the accumulator.
-    const ZERO: Self::Acc;
-    /// Widens one element.
+    /// Accumulator: f32 for f32 (as CUB) and for f16/bf16, f64 for f64, i64/u64 for signed/unsigned integers.
+    type Acc: Accumulator;
+    /// Widens one element (exactly).
     fn widen(self) -> Self::Acc;
 }
 
-impl SumElement for f32 {
-    type Acc = f32;
-    const ZERO: f32 = 0.0;
-    #[inline(always)]
-    fn widen(self) -> f32 {
-        self
-    }
+macro_rules! sum_by_cast {
+    ($($t:ty => $acc:ty),*) => {$(
+        impl SumElement for $t {
+            type Acc = $acc;
+            #[inline(always)]
+            fn widen(self) -> $acc { self as $acc }
+        }
+    )*};
 }
+sum_by_cast!(f32 => f32, f64 => f64, i32 => i64, i64 => i64, u32 => u64, u64 => u64, u8 => u64);
 
-impl SumElement for f64 {
-    type Acc = f64;
-    const ZERO: f64 = 0.0;
-    #[inline(always)]
-    fn widen(self) -> f64 {
-        self
-    }
-}
-
-/// Elements with an order for max/min/argmax/argmin. Floats order by IEEE comparison, with NaN handled by
-/// the operators (it wins), so -0.0 and +0.0 compare equal.
+/// Elements with an order for max/min/argmax/argmin. Floats (16-bit ones through f32) order by IEEE
+/// comparison, with NaN handled by the operators (it wins), so -0.0 and +0.0 compare equal.
 pub trait OrdElement: Shuffle {
-    /// The least value (−∞ for floats): identity of max.
+    /// The least value (−∞ for floats, `MIN` for integers): identity of max.
     const LOWEST: Self;
-    /// The greatest value (+∞ for floats): identity of min.
+    /// The greatest value (+∞ for floats, `MAX` for integers): identity of min.
     const HIGHEST: Self;
     /// Whether this is a NaN (always false for integers).
     fn is_nan(self) -> bool;
@@ -122,6 +156,20 @@ macro_rules! ord_float {
     )*};
 }
 ord_float!(f32, f64);
+
+macro_rules! ord_int {
+    ($($t:ty),*) => {$(
+        impl OrdElement for $t {
+            const LOWEST: Self = <$t>::MIN;
+            const HIGHEST: Self = <$t>::MAX;
+            #[inline(always)]
+            fn is_nan(self) -> bool { false }
+            #[inline(always)]
+            fn lt(self, other: Self) -> bool { self < other }
+        }
+    )*};
+}
+ord_int!(i32, u32, i64, u64, u8);
 
 /// Which end of the order an extremum operator seeks.
 pub trait Direction {
@@ -170,7 +218,7 @@ impl<T: SumElement> ReduceOp for Sum<T> {
     type Acc = T::Acc;
     #[inline(always)]
     fn identity() -> T::Acc {
-        T::ZERO
+        T::Acc::ZERO
     }
     #[inline(always)]
     fn lift(x: T, _: u64) -> T::Acc {
@@ -178,7 +226,7 @@ impl<T: SumElement> ReduceOp for Sum<T> {
     }
     #[inline(always)]
     fn combine(a: T::Acc, b: T::Acc) -> T::Acc {
-        a + b
+        a.add(b)
     }
 }
 
@@ -273,33 +321,22 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
     #[inline(always)]
     fn fold_run(acc: Indexed<T>, len: usize, get: impl Fn(usize) -> (T, u64)) -> Indexed<T> {
         let mut tree = [D::worst::<T>(); 64];
-        let mut i = 0;
-        while i < len {
-            tree[i] = get(i).0;
-            i += 1;
-        }
-        let mut width = len;
-        while width > 1 {
-            width /= 2;
-            let mut j = 0;
-            while j < width {
-                tree[j] = T::pick::<D>(tree[j], tree[j + width]);
-                j += 1;
-            }
-        }
+        each_index!(I < len, {
+            tree[I] = get(I).0;
+        });
+        pairwise_tree!(tree, len, T::pick::<D>);
         let best = tree[0];
         let wins = acc.index == u64::MAX || (!acc.value.is_nan() && (best.is_nan() || D::better(best, acc.value)));
         if !wins {
             return acc;
         }
-        let mut i = 0;
-        while i < len {
-            let (x, index) = get(i);
+        // The first element equal to the best, in index order; unrolled with an early exit per element.
+        each_index!(I < len, {
+            let (x, index) = get(I);
             if x.same(best) {
                 return Indexed { value: x, index };
             }
-            i += 1;
-        }
+        });
         acc
     }
 }

@@ -1,6 +1,7 @@
 //! One thread's share of a device-wide pass: a grid-stride loop over 16-byte vectors, with the unaligned
 //! head and the ragged tail handled element by element, so any sub-slice offset and any length is correct.
 use crate::arch::{self, Vec16};
+use crate::half::{BF16, F16};
 use crate::op::ReduceOp;
 
 /// Element types that come in 16-byte vectors.
@@ -23,7 +24,7 @@ macro_rules! vectorize {
         }
     )*};
 }
-vectorize!(f32, f64, u8, u32, i32, u64, i64);
+vectorize!(f32, f64, F16, BF16, u8, u32, i32, u64, i64);
 
 /// Vectors each thread loads before it combines any: enough bytes in flight per thread to cover latency.
 /// Runs of `UNROLL * LANES` elements go to [`ReduceOp::fold_run`], which takes at most 64.
@@ -61,12 +62,10 @@ where
     while v + (UNROLL - 1) * threads < vectors {
         // All loads first, then the arithmetic: UNROLL independent 16-byte loads in flight.
         let mut x = [const { core::mem::MaybeUninit::<Vec16<<Op::In as Vectorize>::Array>>::uninit() }; UNROLL as usize];
-        let mut k = 0;
-        while k < UNROLL as usize {
-            // SAFETY: v + k * threads < vectors, so the whole vector lies inside input[head..tail].
-            x[k].write(unsafe { arch::load_vec16(body.add((v + k as u64 * threads) as usize)) });
-            k += 1;
-        }
+        unroll!(K in [0, 1, 2, 3] {
+            // SAFETY: v + K * threads < vectors, so the whole vector lies inside input[head..tail].
+            x[K].write(unsafe { arch::load_vec16(body.add((v + K as u64 * threads) as usize)) });
+        });
         // Element i of the run is lane i % LANES of vector i / LANES; indices grow with i.
         let get = |i: usize| {
             let (k, j) = (i / lanes as usize, i % lanes as usize);

@@ -1,35 +1,79 @@
-//! CPU reference implementations with the same documented semantics as the GPU reductions. Sums are
-//! computed in f64, so they also serve as the accuracy reference for the f32 kernels.
+//! CPU reference implementations with the same documented semantics as the GPU reductions. Float sums are
+//! computed in f64 with compensation, so they also serve as the accuracy reference for the f32 and f64
+//! kernels; integer sums are exact ([`sum_exact_i128`]).
+use crate::half::{BF16, F16};
 
-/// Element types the references accept.
+/// Element types the references accept: every [`Element`](crate::Element).
 pub trait RefElement: Copy + PartialOrd {
-    /// Whether this is a NaN.
+    /// Whether this is a NaN (never, for integers).
     fn is_nan(self) -> bool;
-    /// Exact widening to f64.
+    /// Widening to f64: exact except for i64/u64 beyond 2^53, which round.
     fn to_f64(self) -> f64;
 }
 
-impl RefElement for f32 {
-    fn is_nan(self) -> bool {
-        f32::is_nan(self)
-    }
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
+macro_rules! ref_float {
+    ($($t:ty),*) => {$(
+        impl RefElement for $t {
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+        }
+    )*};
 }
+ref_float!(f32, f64);
 
-impl RefElement for f64 {
-    fn is_nan(self) -> bool {
-        f64::is_nan(self)
-    }
-    fn to_f64(self) -> f64 {
-        self
-    }
+macro_rules! ref_half {
+    ($($t:ty),*) => {$(
+        impl RefElement for $t {
+            fn is_nan(self) -> bool {
+                self.to_f32().is_nan()
+            }
+            fn to_f64(self) -> f64 {
+                self.to_f32() as f64
+            }
+        }
+    )*};
 }
+ref_half!(F16, BF16);
 
-/// Sum in f64, summing left to right; 0 for an empty slice.
+macro_rules! ref_int {
+    ($($t:ty),*) => {$(
+        impl RefElement for $t {
+            fn is_nan(self) -> bool {
+                false
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+        }
+    )*};
+}
+ref_int!(i32, u32, i64, u64, u8);
+
+/// Sum in f64 of the widened elements, left to right with Neumaier's compensation, so its error is about
+/// one f64 rounding of the result whatever the length; 0 for an empty slice, NaN or ±∞ as IEEE adds give.
 pub fn sum_f64<T: RefElement>(xs: &[T]) -> f64 {
-    xs.iter().map(|x| x.to_f64()).sum()
+    let (mut sum, mut carry) = (0.0f64, 0.0f64);
+    for x in xs.iter().map(|x| x.to_f64()) {
+        let t = sum + x;
+        carry += if sum.abs() >= x.abs() {
+            (sum - t) + x
+        } else {
+            (x - t) + sum
+        };
+        sum = t;
+    }
+    // Once the sum is ±∞ or NaN the carry is NaN or meaningless: IEEE's answer is the plain sum.
+    if sum.is_finite() { sum + carry } else { sum }
+}
+
+/// Exact sum of integers (no overflow for fewer than 2^64 elements). The GPU's wrapping i64/u64 sum equals
+/// it modulo 2^64: compare with `sum_exact_i128(xs) as i64` (or `as u64`).
+pub fn sum_exact_i128<T: Copy + Into<i128>>(xs: &[T]) -> i128 {
+    xs.iter().map(|&x| x.into()).sum()
 }
 
 /// Sum of absolute values in f64: the scale for judging a floating-point sum's error.
@@ -113,6 +157,40 @@ mod tests {
         assert_eq!(
             argmax(&[f32::NEG_INFINITY; 3]),
             Some((0, f32::NEG_INFINITY))
+        );
+    }
+
+    #[test]
+    fn compensated_sum_cancels_exactly() {
+        assert_eq!(sum_f64(&[1.0f64, 1e100, 1.0, -1e100]), 2.0);
+        assert_eq!(sum_f64(&[f64::INFINITY, 1.0]), f64::INFINITY);
+        assert!(sum_f64(&[f64::INFINITY, f64::NEG_INFINITY]).is_nan());
+    }
+
+    #[test]
+    fn integer_sums_are_exact_and_wrap_as_the_gpu_does() {
+        let xs = [i64::MAX, 1, i64::MAX];
+        assert_eq!(sum_exact_i128(&xs), 2 * i64::MAX as i128 + 1);
+        assert_eq!(
+            sum_exact_i128(&xs) as i64,
+            i64::MAX.wrapping_add(1).wrapping_add(i64::MAX)
+        );
+        assert_eq!(sum_exact_i128(&[u64::MAX, 2]) as u64, 1);
+        assert_eq!(sum_exact_i128(&[255u8; 3]), 765);
+    }
+
+    #[test]
+    fn integers_and_halves_order_like_their_values() {
+        assert_eq!(argmax(&[3u8, 255, 255]), Some((1, 255)));
+        assert_eq!(argmin(&[i32::MAX, i32::MIN, 0]), Some((1, i32::MIN)));
+        let h = |x: f32| F16(half::f16::from_f32(x));
+        let xs = [h(1.0), h(f32::NAN), h(-0.0), h(f32::NAN)];
+        assert_eq!(argmax(&xs).map(|(i, _)| i), Some(1));
+        assert_eq!(argmin(&[h(0.0), h(-0.0)]).map(|(i, _)| i), Some(0));
+        let b = |x: f32| BF16(half::bf16::from_f32(x));
+        assert_eq!(
+            argmin(&[b(2.0), b(f32::NEG_INFINITY)]).map(|(i, _)| i),
+            Some(1)
         );
     }
 

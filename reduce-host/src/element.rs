@@ -4,18 +4,22 @@ use std::ffi::CStr;
 
 use cust::memory::DeviceCopy;
 
+use crate::half::{BF16, F16};
+
 mod sealed {
     pub trait Sealed {}
 }
 
 /// An element type the kernels are built for.
 ///
+/// Implemented for f32, f64, [`F16`], [`BF16`], i32, u32, i64, u64 and u8.
+///
 /// # Safety
-/// The type's layout must match the device type of the same name (true for the primitives it is sealed to).
+/// The type's layout must match the device type of the same name (true for the types it is sealed to).
 pub unsafe trait Element:
     DeviceCopy + Copy + Default + Send + Sync + std::fmt::Debug + 'static + sealed::Sealed
 {
-    /// Name used in kernel symbols, e.g. `"f32"`.
+    /// Name used in kernel symbols, e.g. `"f32"`, `"bf16"`.
     const NAME: &'static str;
 }
 
@@ -57,14 +61,40 @@ macro_rules! kernels {
 }
 
 /// Elements that can be summed.
+///
+/// | element | `Acc` | notes |
+/// |---|---|---|
+/// | f32, f64 | same | IEEE adds in a fixed tree |
+/// | [`F16`], [`BF16`] | f32 | widened exactly, summed in f32 |
+/// | i32, i64 | i64 | wraps modulo 2^64 on overflow |
+/// | u8, u32, u64 | u64 | wraps modulo 2^64 on overflow |
+///
+/// Integer sums are exact modulo 2^64 and, since wrapping addition is associative, give the same value with
+/// every [`Combine`](crate::Combine) strategy. A type outside the table has no impl, so its sum does not
+/// compile:
+///
+/// ```compile_fail
+/// # fn f(reduce: &mut reduce_host::DeviceReduce, x: &cust::memory::DeviceBuffer<i16>) {
+/// reduce.sum(x); // i16 is not an element type
+/// # }
+/// ```
 pub trait SumElement: Element {
-    /// The type the sum is accumulated and returned in (f32 for f32, f64 for f64).
+    /// The type the sum is accumulated and returned in (see the table above).
     type Acc: DeviceCopy + Copy + std::fmt::Debug + Default;
     /// Kernels of the sum.
     const SUM: Kernels;
 }
 
-/// Elements with an order: max, min, argmax and argmin. Floats compare by IEEE order, NaN propagates.
+/// Elements with an order: max, min, argmax and argmin, whose results have the element's own type. Floats
+/// (f16 and bf16 included) compare by IEEE order, NaN propagates; integers by their value.
+///
+/// ```compile_fail
+/// # fn f(reduce: &mut reduce_host::DeviceReduce, x: &cust::memory::DeviceBuffer<i8>) {
+/// reduce.max(x); // i8 is not an element type
+/// # }
+/// ```
+///
+/// `half::f16` and `half::bf16` data go through [`F16`] and [`BF16`] (`F16::from_halves` views a slice).
 pub trait OrdElement: Element {
     /// Kernels of max.
     const MAX: Kernels;
@@ -76,26 +106,53 @@ pub trait OrdElement: Element {
     const ARGMIN: Kernels;
 }
 
-macro_rules! float_elements {
-    ($($t:ident),*) => {$(
-        impl sealed::Sealed for $t {}
-        // SAFETY: a primitive has the same layout on host and device.
-        unsafe impl Element for $t {
-            const NAME: &'static str = stringify!($t);
+/// One line per element type: its Rust type, its kernel-name suffix and its sum's accumulator. Also lists
+/// every type's kernels for [`all_kernels`].
+macro_rules! elements {
+    ($($t:ty, $name:literal, $acc:ty;)*) => {
+        $(
+            impl sealed::Sealed for $t {}
+            // SAFETY: primitives, and F16/BF16 (`repr(transparent)` over a u16-sized half), have the layout
+            // of the device type of the same name.
+            unsafe impl Element for $t {
+                const NAME: &'static str = $name;
+            }
+            impl SumElement for $t {
+                type Acc = $acc;
+                const SUM: Kernels = kernels!(concat!("sum_", $name), atomic);
+            }
+            impl OrdElement for $t {
+                const MAX: Kernels = kernels!(concat!("max_", $name));
+                const MIN: Kernels = kernels!(concat!("min_", $name));
+                const ARGMAX: Kernels = kernels!(concat!("argmax_", $name));
+                const ARGMIN: Kernels = kernels!(concat!("argmin_", $name));
+            }
+        )*
+
+        /// The kernels of every `(operator, element)` pair.
+        fn every_pair() -> Vec<Kernels> {
+            // Qualified: `<f32>::MAX` alone would be the inherent constant.
+            vec![$(
+                <$t as SumElement>::SUM,
+                <$t as OrdElement>::MAX,
+                <$t as OrdElement>::MIN,
+                <$t as OrdElement>::ARGMAX,
+                <$t as OrdElement>::ARGMIN,
+            )*]
         }
-        impl SumElement for $t {
-            type Acc = $t;
-            const SUM: Kernels = kernels!(concat!("sum_", stringify!($t)), atomic);
-        }
-        impl OrdElement for $t {
-            const MAX: Kernels = kernels!(concat!("max_", stringify!($t)));
-            const MIN: Kernels = kernels!(concat!("min_", stringify!($t)));
-            const ARGMAX: Kernels = kernels!(concat!("argmax_", stringify!($t)));
-            const ARGMIN: Kernels = kernels!(concat!("argmin_", stringify!($t)));
-        }
-    )*};
+    };
 }
-float_elements!(f32);
+elements! {
+    f32, "f32", f32;
+    f64, "f64", f64;
+    F16, "f16", f32;
+    BF16, "bf16", f32;
+    i32, "i32", i64;
+    u32, "u32", u64;
+    i64, "i64", i64;
+    u64, "u64", u64;
+    u8, "u8", u64;
+}
 
 /// An element with its position: the result of argmax and argmin. Same layout as the device's accumulator.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
@@ -122,15 +179,5 @@ pub fn all_kernels() -> Vec<&'static CStr> {
         .into_iter()
         .flatten()
     }
-    let mut v: Vec<&'static CStr> = Vec::new();
-    v.extend(of(&f32::SUM));
-    for k in [
-        <f32 as OrdElement>::MAX,
-        <f32 as OrdElement>::MIN,
-        f32::ARGMAX,
-        f32::ARGMIN,
-    ] {
-        v.extend(of(&k));
-    }
-    v
+    every_pair().iter().flat_map(of).collect()
 }

@@ -15,6 +15,11 @@
 //! # Ok::<(), reduce_host::Error>(())
 //! ```
 //!
+//! # Element types
+//! f32, f64, [`F16`], [`BF16`], i32, u32, i64, u64 and u8, for every operation. Sums of f16/bf16 return f32,
+//! of signed integers i64 and of unsigned ones u64, wrapping on overflow (see [`SumElement`]); max, min,
+//! argmax and argmin return the element type.
+//!
 //! # Semantics
 //! - The sum of an empty slice is 0; max, min, argmax and argmin of an empty slice are `None`.
 //! - argmax and argmin ties go to the smallest index.

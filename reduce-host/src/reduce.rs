@@ -173,8 +173,10 @@ impl DeviceReduce {
         self.gpu.make_current()
     }
 
-    /// Sum of the elements; 0 for an empty slice. f32 is summed in f32 by a fixed tree: with
-    /// [`Combine::TwoPass`] or [`Combine::LastBlock`] the bits are the same on every run.
+    /// Sum of the elements; 0 for an empty slice, returned in [`SumElement::Acc`]. f32 is summed in f32 (f16
+    /// and bf16 too, widened) by a fixed tree: with [`Combine::TwoPass`] or [`Combine::LastBlock`] the bits
+    /// are the same on every run. Integers are summed in i64/u64 and **wrap** on overflow (the result is the
+    /// exact sum modulo 2^64), the same with every strategy.
     pub fn sum<T: SumElement>(&mut self, input: &DeviceSlice<T>) -> Result<T::Acc> {
         self.blocking(&T::SUM, input)
     }
@@ -221,7 +223,8 @@ impl DeviceReduce {
         self.enqueue_into(&T::SUM, input, out, stream)
     }
 
-    /// Enqueues the max of `input` into `out[0]`; an empty input writes −∞ (the identity).
+    /// Enqueues the max of `input` into `out[0]`; an empty input writes the identity (−∞, or `MIN` for
+    /// integers).
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
@@ -234,7 +237,8 @@ impl DeviceReduce {
         self.enqueue_into(&T::MAX, input, out, stream)
     }
 
-    /// Enqueues the min of `input` into `out[0]`; an empty input writes +∞ (the identity).
+    /// Enqueues the min of `input` into `out[0]`; an empty input writes the identity (+∞, or `MAX` for
+    /// integers).
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
@@ -247,7 +251,8 @@ impl DeviceReduce {
         self.enqueue_into(&T::MIN, input, out, stream)
     }
 
-    /// Enqueues the argmax of `input` into `out[0]`; an empty input writes `{ value: −∞, index: u64::MAX }`.
+    /// Enqueues the argmax of `input` into `out[0]`; an empty input writes `{ value: −∞ (or MIN), index:
+    /// u64::MAX }`.
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
@@ -260,7 +265,8 @@ impl DeviceReduce {
         self.enqueue_into(&T::ARGMAX, input, out, stream)
     }
 
-    /// Enqueues the argmin of `input` into `out[0]`; an empty input writes `{ value: +∞, index: u64::MAX }`.
+    /// Enqueues the argmin of `input` into `out[0]`; an empty input writes `{ value: +∞ (or MAX), index:
+    /// u64::MAX }`.
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).

@@ -1,6 +1,6 @@
 //! CPU tests of the host side: errors without a device, launch-shape arithmetic, type layouts.
 use reduce_host::tuning::{self, Policy};
-use reduce_host::{DeviceReduce, Error, Indexed};
+use reduce_host::{BF16, DeviceReduce, Element, Error, F16, Indexed, OrdElement, SumElement};
 
 #[test]
 fn no_device_is_a_typed_error_not_a_panic() {
@@ -80,4 +80,58 @@ fn indexed_has_the_device_layout() {
     assert_eq!(std::mem::align_of::<Indexed<f32>>(), 8);
     assert_eq!(std::mem::offset_of!(Indexed<f32>, index), 8);
     assert_eq!(std::mem::size_of::<Indexed<f64>>(), 16);
+}
+
+#[test]
+fn indexed_has_the_device_layout_for_every_element() {
+    // Device: `Indexed<T> { value: T, index: u64 }`, repr(C): the value first, the index at byte 8.
+    fn check<T: Element>() {
+        assert_eq!(std::mem::size_of::<Indexed<T>>(), 16, "{}", T::NAME);
+        assert_eq!(std::mem::align_of::<Indexed<T>>(), 8, "{}", T::NAME);
+        assert_eq!(std::mem::offset_of!(Indexed<T>, value), 0, "{}", T::NAME);
+        assert_eq!(std::mem::offset_of!(Indexed<T>, index), 8, "{}", T::NAME);
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<F16>();
+    check::<BF16>();
+    check::<i32>();
+    check::<u32>();
+    check::<i64>();
+    check::<u64>();
+    check::<u8>();
+    assert_eq!(std::mem::size_of::<F16>(), 2);
+    assert_eq!(std::mem::align_of::<BF16>(), 2);
+}
+
+#[test]
+fn every_element_names_its_kernels_and_accumulator() {
+    fn check<T: SumElement + OrdElement>(name: &str, acc: &str) {
+        assert_eq!(T::NAME, name);
+        assert_eq!(std::any::type_name::<T::Acc>(), acc, "{name}");
+        assert_eq!(
+            T::SUM.partials.to_str().unwrap(),
+            format!("reduce_partials_sum_{name}")
+        );
+        assert_eq!(
+            T::SUM.atomic.unwrap().to_str().unwrap(),
+            format!("reduce_atomic_sum_{name}")
+        );
+        assert_eq!(
+            T::ARGMIN.last_block.to_str().unwrap(),
+            format!("reduce_last_block_argmin_{name}")
+        );
+        assert!(T::MAX.atomic.is_none());
+    }
+    check::<f32>("f32", "f32");
+    check::<f64>("f64", "f64");
+    check::<F16>("f16", "f32");
+    check::<BF16>("bf16", "f32");
+    check::<i32>("i32", "i64");
+    check::<u32>("u32", "u64");
+    check::<i64>("i64", "i64");
+    check::<u64>("u64", "u64");
+    check::<u8>("u8", "u64");
+    // 9 types × 5 operators × 3 kernels, plus 9 atomic sums.
+    assert_eq!(reduce_host::all_kernels().len(), 9 * 5 * 3 + 9);
 }

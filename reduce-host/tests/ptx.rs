@@ -88,6 +88,28 @@ fn kernels_use_the_vector_loads_and_shuffles_they_rely_on() {
 }
 
 #[test]
+fn every_partials_kernel_reads_with_16_byte_loads() {
+    for m in MODULES {
+        let t = m.text();
+        for name in reduce_host::all_kernels() {
+            let name = name.to_str().unwrap();
+            if !name.starts_with("reduce_partials_") {
+                continue;
+            }
+            let start = t
+                .find(&format!(".entry {name}("))
+                .unwrap_or_else(|| panic!("sm_{}: no kernel {name}", m.arch));
+            let body = &t[start..start + t[start..].find("\n}\n").expect("end of entry")];
+            assert!(
+                body.contains("ld.global.nc.L1::no_allocate.v4.u32"),
+                "sm_{} {name}: no 16-byte loads",
+                m.arch
+            );
+        }
+    }
+}
+
+#[test]
 fn shared_memory_size_matches_the_kernel_crate() {
     let lib = include_str!("../../kernels-gpu/src/lib.rs");
     let want = format!(

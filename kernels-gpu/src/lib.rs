@@ -10,6 +10,7 @@
 //! | [`block`] | block reduction: warp shuffle → shared memory → warp shuffle |
 //! | [`thread`] | one thread's grid-stride pass over a slice with 16-byte loads and unaligned head/tail |
 //! | [`device`] | device-wide kernel bodies: partials, the three ways to combine them |
+//! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |
 //! | [`entry`] | the exported kernels: thin monomorphised instances of the bodies above |
 //!
@@ -25,6 +26,7 @@ pub mod block;
 pub mod device;
 pub mod entry;
 pub mod half;
+pub mod histogram;
 pub mod op;
 pub mod seed;
 pub mod thread;

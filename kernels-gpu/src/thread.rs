@@ -23,7 +23,23 @@ macro_rules! vectorize {
         }
     )*};
 }
-vectorize!(f32, f64, u8, u32, i32, u64, i64);
+vectorize!(f32, f64, u8, u32, i32, u64, i64, crate::half::F16, crate::half::BF16);
+
+/// Expands `$body` once for each `$i` in `0..$n` (`$n` a constant at most 16), `$i` being a literal each time,
+/// so that loops over vector lanes never index a register array with a variable (which would put the array
+/// in local memory): LLVM does not fully unroll the 8- and 16-lane loops of 16- and 8-bit elements.
+macro_rules! unroll {
+    ($i:ident < $n:expr, $body:block) => {
+        unroll!(@ $i, $n, $body; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (@ $i:ident, $n:expr, $body:block; $($k:literal)*) => {{
+        const { assert!($n <= 16) };
+        $(if $k < $n {
+            let $i: usize = $k;
+            $body
+        })*
+    }};
+}
 
 /// Vectors each thread loads before it combines any: enough bytes in flight per thread to cover latency.
 /// The combine below is written out for four.
@@ -115,4 +131,69 @@ where
         acc = Op::combine(acc, Op::lift(unsafe { input.add((tail + t) as usize).read() }, tail + t));
     }
     acc
+}
+
+/// Calls `f(x, valid)` for each element `x` of this thread's grid-stride share of `input[0..n]`, with the
+/// same partition as [`reduce`]: the unaligned head, 16-byte vectors `t, t + threads, …`, then the tail.
+///
+/// The calls are **warp-uniform**: every lane of a warp makes the same number of calls, in step, and lanes
+/// with nothing to contribute pass `valid == false` (with an arbitrary `x`, to be ignored). So `f` may use
+/// warp collectives over the full mask (e.g. [`crate::warp::match_any`]), which an `if` around each call would
+/// forbid.
+///
+/// # Safety
+/// `input` must be valid for reads of `n` elements, aligned to its element, and unmodified during the kernel.
+/// `threads` must be a multiple of 32 and the lanes of a warp must have consecutive `t`, lane 0's a multiple
+/// of 32 (true for `global_thread_idx`/`grid_threads` with `blockDim.x % 32 == 0`).
+#[inline(always)]
+pub unsafe fn for_each<T: Vectorize + Default>(
+    input: *const T,
+    n: u64,
+    t: u64,
+    threads: u64,
+    mut f: impl FnMut(T, bool),
+) {
+    let lanes = T::LANES as u64;
+    let size = size_of::<T>() as u64;
+    let misalign = (input as u64 & 15) / size;
+    let head = ((lanes - misalign) % lanes).min(n);
+    let vectors = (n - head) / lanes;
+    let tail = head + vectors * lanes;
+    let element = |i: u64, ok: bool| {
+        // SAFETY: read only when `ok`, which the callers below set only for i < n.
+        (if ok { unsafe { input.add(i as usize).read() } } else { T::default() }, ok)
+    };
+
+    let (x, ok) = element(t, t < head);
+    f(x, ok);
+    // SAFETY: `input + head` is 16-byte aligned (head skips the misaligned elements) and in bounds.
+    let body = unsafe { input.add(head as usize) } as *const Vec16<T::Array>;
+    // `threads % 32 == 0`, so `v & 31` stays the lane and `v | 31` is the warp's last lane's vector: a trip's
+    // bounds test on it gives the same answer in every lane.
+    let mut v = t;
+    while (v | 31) + (UNROLL - 1) * threads < vectors {
+        // All loads first: UNROLL independent 16-byte loads in flight.
+        let mut x = [const { core::mem::MaybeUninit::<Vec16<T::Array>>::uninit() }; UNROLL as usize];
+        unroll!(k < UNROLL as usize, {
+            // SAFETY: v + k * threads <= (v | 31) + k * threads < vectors.
+            x[k].write(unsafe { arch::load_vec16(body.add((v + k as u64 * threads) as usize)) });
+        });
+        unroll!(k < UNROLL as usize, {
+            // SAFETY: written just above.
+            let vec = unsafe { x[k].assume_init_ref() };
+            unroll!(i < T::LANES, { f(T::lane(vec, i), true) });
+        });
+        v += UNROLL * threads;
+    }
+    // Ragged trips, while the warp's first lane has a vector: lanes past the end reload the last vector
+    // (so no branch around the load) and pass it as padding.
+    while v & !31 < vectors {
+        let ok = v < vectors;
+        // SAFETY: the loop condition gives vectors >= 1, and min(v, vectors - 1) < vectors.
+        let vec = unsafe { arch::load_vec16(body.add(v.min(vectors - 1) as usize)) };
+        unroll!(i < T::LANES, { f(T::lane(&vec, i), ok) });
+        v += threads;
+    }
+    let (x, ok) = element(tail + t, tail + t < n);
+    f(x, ok);
 }

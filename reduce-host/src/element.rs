@@ -32,7 +32,7 @@ pub struct Kernels {
     pub atomic: Option<&'static CStr>,
 }
 
-const fn cstr(s: &'static str) -> &'static CStr {
+pub(crate) const fn cstr(s: &'static str) -> &'static CStr {
     match CStr::from_bytes_with_nul(s.as_bytes()) {
         Ok(c) => c,
         Err(_) => panic!("kernel names are NUL-terminated literals"),
@@ -132,5 +132,6 @@ pub fn all_kernels() -> Vec<&'static CStr> {
     ] {
         v.extend(of(&k));
     }
+    v.extend(crate::histogram::kernels());
     v
 }

@@ -10,6 +10,7 @@
 //! | [`block`] | block reduction: warp shuffle → shared memory → warp shuffle |
 //! | [`thread`] | one thread's grid-stride pass over a slice with 16-byte loads and unaligned head/tail |
 //! | [`device`] | device-wide kernel bodies: partials, the three ways to combine them |
+//! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |
 //! | [`entry`] | the exported kernels: thin monomorphised instances of the bodies above |
 //!
@@ -30,11 +31,36 @@ macro_rules! unroll {
     })*};
 }
 
+/// Runs `$body` for every constant `$i` in 0..64 below `$len` (a constant after inlining), unrolled.
+macro_rules! each_index {
+    ($i:ident < $len:expr, $body:block) => {
+        unroll!($i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+            25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50,
+            51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63] {
+            if $i < $len $body
+        })
+    };
+}
+
+/// Pairwise reduction of `$tree[0..$len]` into `$tree[0]` with `$f` ($len a power of two ≤ 64), unrolled.
+macro_rules! pairwise_tree {
+    ($tree:ident, $len:expr, $f:expr) => {
+        unroll!(W in [32, 16, 8, 4, 2, 1] {
+            if W < $len {
+                each_index!(J < W, {
+                    $tree[J] = $f($tree[J], $tree[J + W]);
+                });
+            }
+        });
+    };
+}
+
 pub mod arch;
 pub mod block;
 pub mod device;
 pub mod entry;
 pub mod half;
+pub mod histogram;
 pub mod op;
 pub mod seed;
 pub mod thread;

@@ -88,3 +88,68 @@ where
     }
     acc
 }
+
+/// Calls `f(x, valid)` for each element `x` of this thread's grid-stride share of `input[0..n]`, with the
+/// same partition as [`reduce`]: the unaligned head, 16-byte vectors `t, t + threads, …`, then the tail.
+///
+/// The calls are **warp-uniform**: every lane of a warp makes the same number of calls, in step, and lanes
+/// with nothing to contribute pass `valid == false` (with an arbitrary `x`, to be ignored). So `f` may use
+/// warp collectives over the full mask (e.g. [`crate::warp::match_any`]), which an `if` around each call would
+/// forbid.
+///
+/// # Safety
+/// `input` must be valid for reads of `n` elements, aligned to its element, and unmodified during the kernel.
+/// `threads` must be a multiple of 32 and the lanes of a warp must have consecutive `t`, lane 0's a multiple
+/// of 32 (true for `global_thread_idx`/`grid_threads` with `blockDim.x % 32 == 0`).
+#[inline(always)]
+pub unsafe fn for_each<T: Vectorize + Default>(
+    input: *const T,
+    n: u64,
+    t: u64,
+    threads: u64,
+    mut f: impl FnMut(T, bool),
+) {
+    let lanes = T::LANES as u64;
+    let size = size_of::<T>() as u64;
+    let misalign = (input as u64 & 15) / size;
+    let head = ((lanes - misalign) % lanes).min(n);
+    let vectors = (n - head) / lanes;
+    let tail = head + vectors * lanes;
+    let element = |i: u64, ok: bool| {
+        // SAFETY: read only when `ok`, which the callers below set only for i < n.
+        (if ok { unsafe { input.add(i as usize).read() } } else { T::default() }, ok)
+    };
+
+    let (x, ok) = element(t, t < head);
+    f(x, ok);
+    // SAFETY: `input + head` is 16-byte aligned (head skips the misaligned elements) and in bounds.
+    let body = unsafe { input.add(head as usize) } as *const Vec16<T::Array>;
+    // `threads % 32 == 0`, so `v & 31` stays the lane and `v | 31` is the warp's last lane's vector: a trip's
+    // bounds test on it gives the same answer in every lane.
+    let mut v = t;
+    while (v | 31) + (UNROLL - 1) * threads < vectors {
+        // All loads first: UNROLL independent 16-byte loads in flight.
+        let mut x = [const { core::mem::MaybeUninit::<Vec16<T::Array>>::uninit() }; UNROLL as usize];
+        unroll!(K in [0, 1, 2, 3] {
+            // SAFETY: v + K * threads <= (v | 31) + K * threads < vectors.
+            x[K].write(unsafe { arch::load_vec16(body.add((v + K as u64 * threads) as usize)) });
+        });
+        unroll!(K in [0, 1, 2, 3] {
+            // SAFETY: written just above.
+            let vec = unsafe { x[K].assume_init_ref() };
+            each_index!(I < T::LANES, { f(T::lane(vec, I), true) });
+        });
+        v += UNROLL * threads;
+    }
+    // Ragged trips, while the warp's first lane has a vector: lanes past the end reload the last vector
+    // (so no branch around the load) and pass it as padding.
+    while v & !31 < vectors {
+        let ok = v < vectors;
+        // SAFETY: the loop condition gives vectors >= 1, and min(v, vectors - 1) < vectors.
+        let vec = unsafe { arch::load_vec16(body.add(v.min(vectors - 1) as usize)) };
+        each_index!(I < T::LANES, { f(T::lane(&vec, I), ok) });
+        v += threads;
+    }
+    let (x, ok) = element(tail + t, tail + t < n);
+    f(x, ok);
+}

@@ -151,6 +151,24 @@ pub unsafe fn ballot(mask: u32, pred: bool) -> u32 {
     r
 }
 
+/// `__match_any_sync`: the lanes of `mask` whose `value` equals this lane's (this lane included).
+///
+/// **Result:** valid in every calling lane. Example: lanes holding `7, 3, 7, …` get masks with bits 0 and 2 set
+/// in lanes 0 and 2. Needs sm_70 or newer (every arch the crate is built for).
+///
+/// # Safety
+/// Every lane in `mask` must execute this call, and `mask` must include the calling lane.
+#[inline(always)]
+pub unsafe fn match_any(mask: u32, value: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller upholds the convergence requirement.
+    unsafe {
+        asm!("match.any.sync.b32 {0}, {1}, {2};", out(reg32) r, in(reg32) value, in(reg32) mask,
+             options(nostack, nomem))
+    };
+    r
+}
+
 /// `__activemask()`: the lanes executing this instruction together.
 #[inline(always)]
 pub fn active_mask() -> u32 {

@@ -117,6 +117,34 @@ pub fn min<T: RefElement>(xs: &[T]) -> Option<T> {
     argmin(xs).map(|(_, v)| v)
 }
 
+/// Histogram of `samples` in `bins` evenly spaced bins over `[lower, upper)`, each sample binned in f32 by
+/// [`EvenBins::bin`](crate::EvenBins::bin), the formula the device uses; NaN, ±∞ and out-of-range samples are
+/// dropped. Errors as [`EvenBins::new`](crate::EvenBins::new) for bad arguments.
+pub fn histogram_even<T: crate::HistogramSample>(
+    samples: &[T],
+    bins: usize,
+    lower: f32,
+    upper: f32,
+) -> crate::Result<Vec<u64>> {
+    let even = crate::EvenBins::new(bins, lower, upper)?;
+    let mut counts = vec![0u64; bins];
+    for x in samples {
+        if let Some(b) = even.bin(x.to_f32()) {
+            counts[b] += 1;
+        }
+    }
+    Ok(counts)
+}
+
+/// Histogram of byte values: 256 bins, bin `b` counts the bytes equal to `b`.
+pub fn histogram_bytes(samples: &[u8]) -> Vec<u64> {
+    let mut counts = vec![0u64; 256];
+    for &b in samples {
+        counts[b as usize] += 1;
+    }
+    counts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +227,87 @@ mod tests {
         let xs: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
         assert_eq!(sum_f64(&xs), 249750.0);
         assert_eq!(abs_sum_f64(&[-1.0f32, 2.0]), 3.0);
+    }
+
+    #[test]
+    fn histogram_edges_are_half_open() {
+        let (lo, hi) = (-1.0f32, 3.0f32);
+        let below_upper = f32::from_bits(hi.to_bits() - 1);
+        let xs = [lo, hi, below_upper, 0.0, 0.999_999_9, 1.0, 2.5];
+        // Bins of width 1: [-1, 0) [0, 1) [1, 2) [2, 3).
+        assert_eq!(histogram_even(&xs, 4, lo, hi).unwrap(), [1, 2, 1, 2]);
+        assert_eq!(
+            histogram_even(&[lo], 4, lo, hi).unwrap()[0],
+            1,
+            "lower is bin 0"
+        );
+        assert_eq!(
+            histogram_even(&[hi], 4, lo, hi).unwrap(),
+            [0; 4],
+            "upper is dropped"
+        );
+        assert_eq!(
+            histogram_even(&[below_upper], 4, lo, hi).unwrap()[3],
+            1,
+            "just below upper: last bin"
+        );
+    }
+
+    #[test]
+    fn histogram_drops_nan_infinities_and_outliers() {
+        let xs = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.5,
+            1.5,
+            0.25,
+            -f32::NAN,
+        ];
+        assert_eq!(histogram_even(&xs, 2, 0.0, 1.0).unwrap(), [1, 0]);
+    }
+
+    #[test]
+    fn histogram_clamps_a_product_that_rounds_up_to_bins() {
+        // Just below 0.2, (x + 0.7) · (10 / 0.9) rounds to exactly 10.0 in f32: the sample is in range, so it
+        // goes to the last bin (CUB's formula would index bin 10).
+        let (lo, hi) = (-0.7f32, 0.2f32);
+        let x = f32::from_bits(hi.to_bits() - 1);
+        let even = crate::EvenBins::new(10, lo, hi).unwrap();
+        assert_eq!((x - lo) * even.scale(), 10.0);
+        assert_eq!(even.bin(x), Some(9));
+        assert_eq!(histogram_even(&[x], 10, lo, hi).unwrap()[9], 1);
+    }
+
+    #[test]
+    fn histogram_of_16_bit_samples_bins_their_f32_value() {
+        use crate::{BF16, F16};
+        let h = [
+            half::f16::from_f32(0.5),
+            half::f16::NAN,
+            half::f16::from_f32(0.25),
+        ];
+        assert_eq!(
+            histogram_even(F16::from_halves(&h), 4, 0.0, 1.0).unwrap(),
+            [0, 1, 1, 0]
+        );
+        let b = [
+            BF16(half::bf16::from_f32(-0.75)),
+            BF16(half::bf16::INFINITY),
+        ];
+        assert_eq!(histogram_even(&b, 2, -1.0, 1.0).unwrap(), [1, 0]);
+    }
+
+    #[test]
+    fn histogram_rejects_bad_arguments() {
+        assert!(histogram_even(&[0.5f32], 0, 0.0, 1.0).is_err());
+        assert!(histogram_even(&[0.5f32], 2, 1.0, 0.0).is_err());
+        assert!(histogram_even(&[0.5f32], 2, 0.0, f32::INFINITY).is_err());
+    }
+
+    #[test]
+    fn byte_histogram_counts_each_value() {
+        let h = histogram_bytes(&[0, 255, 7, 7]);
+        assert_eq!((h[0], h[7], h[255], h.iter().sum::<u64>()), (1, 2, 1, 4));
     }
 }

@@ -154,6 +154,44 @@ pub(crate) unsafe fn read_back<T: cust::memory::DeviceCopy + Default>(
     Ok(value)
 }
 
+/// Copies `dst.len()` values of `T` from device address `src` into `dst`, ordered on `stream`, and waits.
+///
+/// # Safety
+/// `src` must hold `dst.len()` valid `T`s once the work before it on `stream` is done.
+pub(crate) unsafe fn read_back_slice<T: cust::memory::DeviceCopy>(
+    src: u64,
+    dst: &mut [T],
+    stream: &Stream,
+) -> Result<()> {
+    // SAFETY: `dst` is a live host buffer of `size_of_val(dst)` bytes; the copy completes before
+    // `synchronize` returns.
+    unsafe {
+        check(sys::cuMemcpyDtoHAsync_v2(
+            dst.as_mut_ptr() as *mut c_void,
+            src,
+            std::mem::size_of_val(dst),
+            stream.as_inner(),
+        ))?;
+    }
+    stream.synchronize()?;
+    Ok(())
+}
+
+/// How many blocks of `f` with `block` threads and `shared_bytes` of dynamic shared memory fit on one SM.
+pub(crate) fn max_active_blocks(f: CUfunction, block: u32, shared_bytes: u32) -> Result<u32> {
+    let mut blocks = 0;
+    // SAFETY: `f` is a kernel of a loaded module; the driver writes one int.
+    check(unsafe {
+        sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            &mut blocks,
+            f,
+            block as i32,
+            shared_bytes as usize,
+        )
+    })?;
+    Ok(blocks.max(0) as u32)
+}
+
 /// A timing-free event (cust keeps the raw handle of its `Event` private, and its `Stream::wait_event`
 /// consumes the event).
 pub(crate) struct RawEvent(sys::CUevent);

@@ -36,7 +36,7 @@ pub struct Kernels {
     pub atomic: Option<&'static CStr>,
 }
 
-const fn cstr(s: &'static str) -> &'static CStr {
+pub(crate) const fn cstr(s: &'static str) -> &'static CStr {
     match CStr::from_bytes_with_nul(s.as_bytes()) {
         Ok(c) => c,
         Err(_) => panic!("kernel names are NUL-terminated literals"),
@@ -179,5 +179,7 @@ pub fn all_kernels() -> Vec<&'static CStr> {
         .into_iter()
         .flatten()
     }
-    every_pair().iter().flat_map(of).collect()
+    let mut v: Vec<&'static CStr> = every_pair().iter().flat_map(of).collect();
+    v.extend(crate::histogram::kernels());
+    v
 }

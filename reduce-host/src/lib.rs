@@ -1,5 +1,6 @@
 //! Device-wide reductions (sum, max, min, argmax, argmin) on [`cust`] device memory, with GPU kernels
-//! written in Rust (`kernels-gpu`, compiled to PTX at build time and embedded here).
+//! written in Rust (`kernels-gpu`, compiled to PTX at build time and embedded here). [`DeviceHistogram`]
+//! counts samples in evenly spaced bins.
 //!
 //! ```no_run
 //! use cust::memory::DeviceBuffer;
@@ -40,6 +41,7 @@ mod element;
 mod error;
 mod gpu;
 mod half;
+mod histogram;
 pub mod ptx;
 mod reduce;
 pub mod seed;
@@ -49,6 +51,7 @@ pub use element::{Element, Indexed, Kernels, OrdElement, SumElement, all_kernels
 pub use error::{DriverError, Error, Result};
 pub use gpu::{DeviceInfo, Gpu};
 pub use half::{BF16, F16};
+pub use histogram::{Counter, DeviceHistogram, EvenBins, HistogramSample};
 pub use reduce::{Combine, DeviceReduce};
 
 /// Dynamic shared memory, in bytes, every kernel is launched with; must match `kernels-gpu`'s `SMEM_BYTES`.

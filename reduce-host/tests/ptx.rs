@@ -84,6 +84,11 @@ fn kernels_use_the_vector_loads_and_shuffles_they_rely_on() {
             "sm_{}: no fence for LastBlock",
             m.arch
         );
+        assert!(
+            t.contains("match.any.sync.b32") && t.contains("red.shared.add.u32"),
+            "sm_{}: no warp-aggregated shared-memory histogram",
+            m.arch
+        );
     }
 }
 

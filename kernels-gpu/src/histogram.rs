@@ -1,0 +1,332 @@
+//! Histograms: every block counts its grid-stride share of the samples into a private histogram in shared
+//! memory, then adds each non-empty bin into the global output with one atomic (the seed's privatisation).
+//! Histograms too large for shared memory count straight into global memory.
+//!
+//! The pieces are types, combined by the exported kernels at the bottom:
+//! - a [`Binning`] maps a sample to its bin or drops it ([`Even`]: evenly spaced bins over `[lower, upper)`;
+//!   [`Bytes`]: the byte value itself, 256 bins);
+//! - [`Counters`] say where a count goes ([`SharedCounters`] or [`GlobalCounters`]);
+//! - a [`Tally`] says how a warp's samples become atomics ([`PerSample`], or [`WarpAggregated`], which
+//!   merges equal bins of a warp with `match.any` so that a hot bin costs one atomic per warp, not 32).
+use crate::arch::{self, AtomicAdd};
+use crate::half::{BF16, F16};
+use crate::thread::{self, Vectorize};
+use crate::warp::{self, FULL_MASK};
+
+/// Maps a sample to its bin.
+pub trait Binning<T>: Copy {
+    /// Number of bins.
+    fn bins(&self) -> u32;
+    /// The bin of `x`, below [`bins`](Self::bins), or `None` to drop the sample.
+    fn bin(&self, x: T) -> Option<u32>;
+}
+
+/// Samples that are binned by their value as f32 (exact for all of them).
+pub trait Sample: Vectorize + Default {
+    /// The value, widened exactly.
+    fn to_f32(self) -> f32;
+}
+
+impl Sample for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+
+impl Sample for F16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        F16::to_f32(self)
+    }
+}
+
+impl Sample for BF16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        BF16::to_f32(self)
+    }
+}
+
+/// `bins` evenly spaced bins over the half-open `[lower, upper)`, as CUB's `HistogramEven` computes them for
+/// floating-point samples: a sample `x` with `lower <= x < upper` goes to bin `⌊(x − lower) · scale⌋` where
+/// `scale = bins / (upper − lower)` was rounded to f32 once, on the host. Every step is one correctly rounded
+/// f32 operation, so the host's reference gives the same bin bit for bit. Rounding can carry a sample just
+/// below `upper` to `bins`; it is clamped into the last bin. NaN fails both comparisons and is dropped, as are
+/// ±∞ (the host requires finite bounds).
+#[derive(Clone, Copy)]
+pub struct Even {
+    /// Bins, at least 1.
+    pub bins: u32,
+    /// Inclusive lower bound, finite.
+    pub lower: f32,
+    /// Exclusive upper bound, finite, above `lower`.
+    pub upper: f32,
+    /// `bins / (upper - lower)` in f32, finite.
+    pub scale: f32,
+}
+
+impl<T: Sample> Binning<T> for Even {
+    #[inline(always)]
+    fn bins(&self) -> u32 {
+        self.bins
+    }
+
+    #[inline(always)]
+    fn bin(&self, x: T) -> Option<u32> {
+        let x = x.to_f32();
+        if x >= self.lower && x < self.upper {
+            // `as` saturates (PTX's `cvt.rzi.u32.f32` likewise); the product is in [0, bins · (1 + 2ε)].
+            Some((((x - self.lower) * self.scale) as u32).min(self.bins - 1))
+        } else {
+            None
+        }
+    }
+}
+
+/// One bin per byte value: bin `x` for byte `x`; nothing is dropped.
+#[derive(Clone, Copy)]
+pub struct Bytes;
+
+impl Binning<u8> for Bytes {
+    #[inline(always)]
+    fn bins(&self) -> u32 {
+        256
+    }
+
+    #[inline(always)]
+    fn bin(&self, x: u8) -> Option<u32> {
+        Some(x as u32)
+    }
+}
+
+/// An output counter: `u32`, or `u64` when a bin may pass `u32::MAX` (the host picks per call).
+pub trait Counter: AtomicAdd {
+    /// Widens a block's shared-memory count.
+    fn from_u32(c: u32) -> Self;
+}
+
+impl Counter for u32 {
+    #[inline(always)]
+    fn from_u32(c: u32) -> Self {
+        c
+    }
+}
+
+impl Counter for u64 {
+    #[inline(always)]
+    fn from_u32(c: u32) -> Self {
+        c as u64
+    }
+}
+
+/// Where counts are added.
+pub trait Counters: Copy {
+    /// Adds `count` to bin `bin` atomically.
+    ///
+    /// # Safety
+    /// `bin` must be below the number of counters the value was made with.
+    unsafe fn add(self, bin: u32, count: u32);
+}
+
+/// The block's private `u32` counters in dynamic shared memory.
+#[derive(Clone, Copy)]
+pub struct SharedCounters(*mut u32);
+
+impl Counters for SharedCounters {
+    #[inline(always)]
+    unsafe fn add(self, bin: u32, count: u32) {
+        // SAFETY: the caller keeps `bin` in range; the counters are in shared memory.
+        unsafe { arch::shared_add_u32(self.0.add(bin as usize), count) }
+    }
+}
+
+/// The output histogram in global memory.
+#[derive(Clone, Copy)]
+pub struct GlobalCounters<C>(*mut C);
+
+impl<C: Counter> Counters for GlobalCounters<C> {
+    #[inline(always)]
+    unsafe fn add(self, bin: u32, count: u32) {
+        // SAFETY: the caller keeps `bin` in range; the output is global memory.
+        unsafe { C::atomic_add(self.0.add(bin as usize), C::from_u32(count)) }
+    }
+}
+
+/// How one warp-uniform step of samples (one per lane) becomes atomic adds.
+pub trait Tally {
+    /// Counts `bin` once for every lane that passes `Some`.
+    ///
+    /// # Safety
+    /// All 32 lanes of the warp must call this together (see [`thread::for_each`]); every `Some` bin must be
+    /// in range for `counters`.
+    unsafe fn tally(counters: impl Counters, bin: Option<u32>);
+}
+
+/// One atomic per sample. Cheapest when the bins of a warp's samples are spread out.
+pub struct PerSample;
+
+impl Tally for PerSample {
+    #[inline(always)]
+    unsafe fn tally(counters: impl Counters, bin: Option<u32>) {
+        if let Some(b) = bin {
+            // SAFETY: the caller keeps `b` in range.
+            unsafe { counters.add(b, 1) }
+        }
+    }
+}
+
+/// One atomic per distinct bin of the warp: `match.any` groups the lanes with equal bins and the lowest lane
+/// of each group adds the group's size. A hot bin then costs one atomic per warp instead of 32 serialised ones.
+pub struct WarpAggregated;
+
+impl Tally for WarpAggregated {
+    #[inline(always)]
+    unsafe fn tally(counters: impl Counters, bin: Option<u32>) {
+        // Dropped samples form their own group under a key no bin has (bins <= u32::MAX, so < u32::MAX).
+        let key = bin.unwrap_or(u32::MAX);
+        // SAFETY: the caller has the whole warp here, converged.
+        let peers = unsafe { warp::match_any(FULL_MASK, key) };
+        let below = (1u32 << arch::lane_id()) - 1;
+        if let Some(b) = bin
+            && peers & below == 0
+        {
+            // SAFETY: the caller keeps `b` in range.
+            unsafe { counters.add(b, peers.count_ones()) }
+        }
+    }
+}
+
+/// Privatised histogram: the block counts into `B::bins()` shared `u32` counters, then adds each non-empty one
+/// to `out` with one atomic.
+///
+/// Shared counts are `u32`: the host sizes the grid so no block sees `u32::MAX` samples.
+///
+/// # Safety
+/// Called by every thread of the block. `input` valid for `n` reads, unmodified; `out` valid for `bins`
+/// counters (the host zeroes them first); at least `4 · bins` bytes of dynamic shared memory; `blockDim.x` a
+/// multiple of 32.
+#[inline(always)]
+pub unsafe fn privatized<T, B, C, Ta>(input: *const T, n: u64, out: *mut C, binning: B)
+where
+    T: Vectorize + Default,
+    B: Binning<T>,
+    C: Counter,
+    Ta: Tally,
+{
+    let bins = binning.bins();
+    // SAFETY: the launch provides 4 · bins bytes; every access below is ordered by the barriers.
+    let local = unsafe { arch::shared::<u32>() };
+    let mut i = arch::thread_idx();
+    while i < bins {
+        // SAFETY: i < bins.
+        unsafe { local.add(i as usize).write(0) };
+        i += arch::block_dim();
+    }
+    // SAFETY: every thread of the block gets here.
+    unsafe { arch::sync_threads() };
+    let counters = SharedCounters(local);
+    // SAFETY: forwarded input contract; `tally` runs warp-uniformly inside `for_each`, bins are < bins.
+    unsafe {
+        thread::for_each(input, n, arch::global_thread_idx(), arch::grid_threads(), |x, ok| {
+            Ta::tally(counters, if ok { binning.bin(x) } else { None })
+        })
+    };
+    // SAFETY: every thread of the block gets here.
+    unsafe { arch::sync_threads() };
+    let out = GlobalCounters(out);
+    let mut i = arch::thread_idx();
+    while i < bins {
+        // SAFETY: i < bins, and the counts were finished before the barrier.
+        let c = unsafe { local.add(i as usize).read() };
+        if c != 0 {
+            // SAFETY: `out` holds `bins` counters.
+            unsafe { out.add(i, c) };
+        }
+        i += arch::block_dim();
+    }
+}
+
+/// Histogram with every count going straight to `out` in global memory: for bin counts whose private copy
+/// would not fit in shared memory.
+///
+/// # Safety
+/// Called by every thread of the block. `input` valid for `n` reads, unmodified; `out` valid for `bins`
+/// counters (the host zeroes them first); `blockDim.x` a multiple of 32.
+#[inline(always)]
+pub unsafe fn global<T, B, C, Ta>(input: *const T, n: u64, out: *mut C, binning: B)
+where
+    T: Vectorize + Default,
+    B: Binning<T>,
+    C: Counter,
+    Ta: Tally,
+{
+    let counters = GlobalCounters(out);
+    // SAFETY: forwarded input contract; `tally` runs warp-uniformly inside `for_each`, bins are < bins.
+    unsafe {
+        thread::for_each(input, n, arch::global_thread_idx(), arch::grid_threads(), |x, ok| {
+            Ta::tally(counters, if ok { binning.bin(x) } else { None })
+        })
+    };
+}
+
+/// Exports the even-bin kernels of one `(sample, counter)` pair under `$tag`, as
+/// `histogram_{shared,global}_<tag>`. Parameters: `input, n, out, bins, lower, upper, scale` (see [`Even`]).
+macro_rules! even_kernels {
+    ($($tag:ident: $t:ty, $c:ty;)*) => {$(
+        mod $tag {
+            use super::*;
+
+            /// # Safety
+            /// See [`privatized`]; `bins`, `lower`, `upper`, `scale` as [`Even`] documents.
+            #[unsafe(export_name = concat!("histogram_shared_", stringify!($tag)))]
+            pub unsafe extern "ptx-kernel" fn shared(
+                input: *const $t, n: u64, out: *mut $c, bins: u32, lower: f32, upper: f32, scale: f32,
+            ) {
+                let even = Even { bins, lower, upper, scale };
+                // SAFETY: the host passes valid buffers and shared memory (reduce-host's launch contract).
+                unsafe { privatized::<$t, Even, $c, PerSample>(input, n, out, even) }
+            }
+
+            /// # Safety
+            /// See [`global`]; `bins`, `lower`, `upper`, `scale` as [`Even`] documents.
+            #[unsafe(export_name = concat!("histogram_global_", stringify!($tag)))]
+            pub unsafe extern "ptx-kernel" fn global(
+                input: *const $t, n: u64, out: *mut $c, bins: u32, lower: f32, upper: f32, scale: f32,
+            ) {
+                let even = Even { bins, lower, upper, scale };
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { super::global::<$t, Even, $c, WarpAggregated>(input, n, out, even) }
+            }
+        }
+    )*};
+}
+
+/// Exports the 256-bin byte histogram for each counter type as `histogram_bytes_<counter>`.
+macro_rules! byte_kernels {
+    ($($c:ident),*) => {$(
+        /// # Safety
+        /// See [`privatized`] (with 256 bins).
+        #[unsafe(export_name = concat!("histogram_bytes_", stringify!($c)))]
+        pub unsafe extern "ptx-kernel" fn ${concat(bytes_, $c)}(input: *const u8, n: u64, out: *mut $c) {
+            // SAFETY: the host passes valid buffers and 1 KiB of shared memory (reduce-host's launch contract).
+            unsafe { privatized::<u8, Bytes, $c, WarpAggregated>(input, n, out, Bytes) }
+        }
+    )*};
+}
+
+#[allow(non_snake_case)]
+mod entry {
+    use super::*;
+
+    even_kernels! {
+        f32_u32: f32, u32;
+        f32_u64: f32, u64;
+        f16_u32: F16, u32;
+        f16_u64: F16, u64;
+        bf16_u32: BF16, u32;
+        bf16_u64: BF16, u64;
+    }
+
+    byte_kernels!(u32, u64);
+}

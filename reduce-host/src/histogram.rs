@@ -1,0 +1,613 @@
+//! [`DeviceHistogram`]: device-wide histograms with evenly spaced bins ([`EvenBins`]), and the 256-bin byte
+//! histogram. Each block counts into a private copy in shared memory and merges it with one atomic per
+//! non-empty bin; histograms too large for shared memory count with global atomics.
+use std::ffi::{CStr, c_void};
+
+use cust::memory::{DeviceBuffer, DeviceCopy, DeviceSlice};
+use cust::stream::Stream;
+use cust::sys::CUfunction;
+
+use crate::driver::{self, Launch};
+use crate::element::cstr;
+use crate::error::{Error, Result};
+use crate::gpu::{DeviceInfo, Gpu};
+use crate::half::{BF16, F16};
+use crate::reduce::SMEM_BYTES;
+use crate::tuning::{self, Policy};
+
+mod sealed {
+    use std::ffi::CStr;
+
+    /// Kernel names of a sample type, indexed by [`Counter::INDEX`].
+    pub trait Sample {
+        const SHARED: [&'static CStr; 2];
+        const GLOBAL: [&'static CStr; 2];
+    }
+
+    pub trait Counter {
+        /// Index into the sample's kernel tables.
+        const INDEX: usize;
+        /// The byte histogram counting in this type.
+        const BYTES: &'static CStr;
+    }
+}
+
+/// Sample types of [`DeviceHistogram::even`]: `f32`, [`F16`] and [`BF16`]. 16-bit samples are widened
+/// exactly to f32 and binned like f32 samples.
+pub trait HistogramSample:
+    DeviceCopy + Copy + Send + Sync + std::fmt::Debug + 'static + sealed::Sample
+{
+    /// The sample's value as f32 (exact).
+    fn to_f32(self) -> f32;
+}
+
+macro_rules! samples {
+    ($($t:ty => $tag:literal, |$x:ident| $to_f32:expr;)*) => {$(
+        impl sealed::Sample for $t {
+            const SHARED: [&'static CStr; 2] = [
+                cstr(concat!("histogram_shared_", $tag, "_u32\0")),
+                cstr(concat!("histogram_shared_", $tag, "_u64\0")),
+            ];
+            const GLOBAL: [&'static CStr; 2] = [
+                cstr(concat!("histogram_global_", $tag, "_u32\0")),
+                cstr(concat!("histogram_global_", $tag, "_u64\0")),
+            ];
+        }
+        impl HistogramSample for $t {
+            fn to_f32(self) -> f32 {
+                let $x = self;
+                $to_f32
+            }
+        }
+    )*};
+}
+samples! {
+    f32 => "f32", |x| x;
+    F16 => "f16", |x| x.to_f32();
+    BF16 => "bf16", |x| x.to_f32();
+}
+
+/// Bin counter types: `u32`, or `u64` for inputs of more than `u32::MAX` samples (a bin could overflow a
+/// `u32`, so such calls with `u32` counters are refused). Pick it with the result type:
+/// `let h: Vec<u64> = hist.even(&x, 100, 0.0, 1.0)?;`.
+pub trait Counter:
+    DeviceCopy + Copy + Default + PartialEq + std::fmt::Debug + Into<u64> + 'static + sealed::Counter
+{
+    /// The largest count the type holds.
+    const MAX: u64;
+}
+
+impl sealed::Counter for u32 {
+    const INDEX: usize = 0;
+    const BYTES: &'static CStr = c"histogram_bytes_u32";
+}
+impl Counter for u32 {
+    const MAX: u64 = u32::MAX as u64;
+}
+impl sealed::Counter for u64 {
+    const INDEX: usize = 1;
+    const BYTES: &'static CStr = c"histogram_bytes_u64";
+}
+impl Counter for u64 {
+    const MAX: u64 = u64::MAX;
+}
+
+/// Every histogram kernel, for [`all_kernels`](crate::all_kernels).
+pub(crate) fn kernels() -> impl Iterator<Item = &'static CStr> {
+    fn of<T: sealed::Sample>() -> impl Iterator<Item = &'static CStr> {
+        T::SHARED.into_iter().chain(T::GLOBAL)
+    }
+    of::<f32>().chain(of::<F16>()).chain(of::<BF16>()).chain([
+        <u32 as sealed::Counter>::BYTES,
+        <u64 as sealed::Counter>::BYTES,
+    ])
+}
+
+/// `bins` evenly spaced bins over the half-open range `[lower, upper)`, checked and ready to use.
+///
+/// The bin of a sample `x` is computed as CUB's `DeviceHistogram::HistogramEven` does for floating-point
+/// samples (its `ScaleTransform`), every step a correctly rounded f32 operation:
+///
+/// ```text
+/// scale = (bins as f32) / (upper - lower)                    // once, here on the host
+/// bin(x) = if lower <= x && x < upper { min(⌊(x - lower) · scale⌋, bins - 1) } else { dropped }
+/// ```
+///
+/// so the device and [`cpu::histogram_even`](crate::cpu::histogram_even) agree bit for bit. Consequences:
+/// `x == lower` is bin 0; `x == upper` is dropped; NaN and ±∞ are dropped; a sample whose product rounds up
+/// to `bins` (possible just below `upper`) is clamped into the last bin, where CUB would count out of range.
+/// Bin edges are therefore those of the f32 arithmetic, not the exact reals `lower + i · (upper − lower) /
+/// bins`: a sample within an ulp or so of an edge may land on either side of it. (CUB's integer-sample path,
+/// `(x − lower) · bins / (upper − lower)` in integer arithmetic, does not apply: samples here are floats;
+/// bytes use [`DeviceHistogram::even_u8`]. For 16-bit samples CUB computes in half precision on sm_53+; here
+/// they are widened to f32 exactly and binned like f32.)
+///
+/// ```
+/// use reduce_host::EvenBins;
+/// let b = EvenBins::new(4, 0.0, 1.0)?;
+/// assert_eq!(b.bin(0.0), Some(0));
+/// assert_eq!(b.bin(0.7), Some(2));
+/// assert_eq!(b.bin(1.0), None);
+/// assert!(EvenBins::new(0, 0.0, 1.0).is_err());
+/// # Ok::<(), reduce_host::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EvenBins {
+    bins: u32,
+    lower: f32,
+    upper: f32,
+    scale: f32,
+}
+
+impl EvenBins {
+    /// Checks the arguments: `1 <= bins <= u32::MAX`, finite bounds, `lower < upper`, and a range and scale
+    /// that f32 can represent (`upper - lower` and `bins / (upper - lower)` finite). Touches no device.
+    pub fn new(bins: usize, lower: f32, upper: f32) -> Result<Self> {
+        let invalid = |m: String| Err(Error::InvalidArgument(m));
+        if bins == 0 {
+            return invalid("a histogram needs at least 1 bin, got bins = 0".into());
+        }
+        let Ok(bins) = u32::try_from(bins) else {
+            return invalid(format!("bins = {bins} exceeds the maximum of {}", u32::MAX));
+        };
+        if !lower.is_finite() || !upper.is_finite() {
+            return invalid(format!(
+                "histogram bounds must be finite, got [{lower}, {upper})"
+            ));
+        }
+        if lower >= upper {
+            return invalid(format!(
+                "the lower bound must be below the upper bound, got [{lower}, {upper})"
+            ));
+        }
+        let range = upper - lower;
+        if !range.is_finite() {
+            return invalid(format!(
+                "upper - lower overflows f32 for [{lower}, {upper})"
+            ));
+        }
+        let scale = bins as f32 / range;
+        if !scale.is_finite() {
+            return invalid(format!(
+                "{bins} bins over [{lower}, {upper}) are narrower than f32 can scale to"
+            ));
+        }
+        Ok(EvenBins {
+            bins,
+            lower,
+            upper,
+            scale,
+        })
+    }
+
+    /// Number of bins.
+    pub fn bins(&self) -> usize {
+        self.bins as usize
+    }
+
+    /// Inclusive lower bound.
+    pub fn lower(&self) -> f32 {
+        self.lower
+    }
+
+    /// Exclusive upper bound.
+    pub fn upper(&self) -> f32 {
+        self.upper
+    }
+
+    /// `bins / (upper - lower)`, rounded to f32.
+    pub fn scale(&self) -> f32 {
+        self.scale
+    }
+
+    /// The bin of `x`, or `None` if it is dropped (the formula above).
+    pub fn bin(&self, x: f32) -> Option<usize> {
+        if x >= self.lower && x < self.upper {
+            // `as` saturates, as the device's `cvt.rzi.u32.f32` does; the product is at most bins · (1 + 2ε).
+            Some((((x - self.lower) * self.scale) as u32).min(self.bins - 1) as usize)
+        } else {
+            None
+        }
+    }
+}
+
+/// Which kernel, and what it is told.
+struct Plan {
+    kernel: &'static CStr,
+    bins: u32,
+    shared_bytes: u32,
+    /// `None` for the byte histogram, whose kernel takes no range.
+    even: Option<EvenBins>,
+}
+
+/// Device-wide histograms on `cust` device memory.
+///
+/// The handle owns a stream and the device buffer blocking calls count into, so repeated calls neither
+/// allocate (unless the bin count grows) nor reload. Blocking methods return the counts; `*_async` methods
+/// write them into device memory on a stream you pass and return at once. Counts are [`u32`] or [`u64`] (see
+/// [`Counter`]), chosen by the result type.
+///
+/// ```no_run
+/// use cust::memory::DeviceBuffer;
+/// use reduce_host::DeviceHistogram;
+///
+/// let mut hist = DeviceHistogram::new()?;
+/// let x = DeviceBuffer::from_slice(&[0.1f32, 0.5, 0.55, 0.99, 1.0, f32::NAN])?;
+/// let counts: Vec<u32> = hist.even(&x, 4, 0.0, 1.0)?; // [0, 0.25) [0.25, 0.5) [0.5, 0.75) [0.75, 1)
+/// assert_eq!(counts, [1, 0, 2, 1]); // 1.0 and NaN are outside [0, 1)
+///
+/// let bytes = DeviceBuffer::from_slice(&[7u8, 7, 255])?;
+/// let counts: Vec<u64> = hist.even_u8(&bytes)?;
+/// assert_eq!((counts[7], counts[255]), (2, 1));
+/// # Ok::<(), reduce_host::Error>(())
+/// ```
+pub struct DeviceHistogram {
+    counts: DeviceBuffer<u64>,
+    stream: Stream,
+    policy: Policy,
+    // Declared last: the context outlives the buffer and stream above.
+    gpu: Gpu,
+}
+
+impl DeviceHistogram {
+    /// Most bins counted in shared memory: their private `u32` copy fits the 48 KiB of dynamic shared memory a
+    /// block gets without opting in. Larger histograms count with global atomics (correct, slower).
+    pub const MAX_SHARED_BINS: usize = 48 * 1024 / 4;
+
+    /// A handle on device 0 (opens it with [`Gpu::new`]).
+    pub fn new() -> Result<Self> {
+        Self::with_gpu(&Gpu::new()?)
+    }
+
+    /// A handle on an opened device; several handles can share one [`Gpu`].
+    pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        let stream = gpu.stream()?;
+        Ok(DeviceHistogram {
+            counts: DeviceBuffer::zeroed(256)?,
+            stream,
+            policy: tuning::policy(gpu.info().cc()),
+            gpu: gpu.clone(),
+        })
+    }
+
+    /// What the handle knows about its device.
+    pub fn device_info(&self) -> &DeviceInfo {
+        self.gpu.info()
+    }
+
+    /// The device this handle runs on.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// The stream blocking calls run on.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Counts the samples of `input` in `bins` evenly spaced bins over `[lower, upper)` (see [`EvenBins`] for
+    /// the exact bin of each sample); NaN, ±∞ and samples outside the range are not counted.
+    ///
+    /// Errors with [`Error::InvalidArgument`] for a bad range (as [`EvenBins::new`]), before touching the
+    /// device, and when `C = u32` but `input` has more than `u32::MAX` samples.
+    pub fn even<T: HistogramSample, C: Counter>(
+        &mut self,
+        input: &DeviceSlice<T>,
+        bins: usize,
+        lower: f32,
+        upper: f32,
+    ) -> Result<Vec<C>> {
+        let plan = Self::even_plan::<T, C>(EvenBins::new(bins, lower, upper)?);
+        self.blocking::<T, C>(input, plan)
+    }
+
+    /// Enqueues [`even`](Self::even) on `stream`, writing the counts to `out[..bins]` (zeroed first; the rest
+    /// of `out` is untouched), and returns without waiting.
+    ///
+    /// # Safety
+    /// `input` and `out` must stay allocated, `input` unmodified and `out[..bins]` otherwise unused, until
+    /// `stream` has passed this work.
+    pub unsafe fn even_async<T: HistogramSample, C: Counter>(
+        &mut self,
+        input: &DeviceSlice<T>,
+        bins: usize,
+        lower: f32,
+        upper: f32,
+        out: &mut DeviceSlice<C>,
+        stream: &Stream,
+    ) -> Result<()> {
+        let plan = Self::even_plan::<T, C>(EvenBins::new(bins, lower, upper)?);
+        self.enqueue_into::<T, C>(input, plan, out, stream)
+    }
+
+    /// Counts each byte value of `input`: 256 bins, bin `b` for byte `b` (the same as [`even`](Self::even)
+    /// with 256 bins over `[0, 256)` would give for the bytes as f32). The fast path: lanes of a warp that hit
+    /// the same bin are merged into one shared-memory atomic, so skewed data does not serialise.
+    ///
+    /// Errors with [`Error::InvalidArgument`] when `C = u32` but `input` has more than `u32::MAX` bytes.
+    pub fn even_u8<C: Counter>(&mut self, input: &DeviceSlice<u8>) -> Result<Vec<C>> {
+        self.blocking::<u8, C>(input, Self::bytes_plan::<C>())
+    }
+
+    /// Enqueues [`even_u8`](Self::even_u8) on `stream`, writing the counts to `out[..256]` (zeroed first), and
+    /// returns without waiting.
+    ///
+    /// # Safety
+    /// As [`even_async`](Self::even_async).
+    pub unsafe fn even_u8_async<C: Counter>(
+        &mut self,
+        input: &DeviceSlice<u8>,
+        out: &mut DeviceSlice<C>,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.enqueue_into::<u8, C>(input, Self::bytes_plan::<C>(), out, stream)
+    }
+
+    fn even_plan<T: HistogramSample, C: Counter>(even: EvenBins) -> Plan {
+        let shared = even.bins() <= Self::MAX_SHARED_BINS;
+        Plan {
+            kernel: if shared {
+                T::SHARED[C::INDEX]
+            } else {
+                T::GLOBAL[C::INDEX]
+            },
+            bins: even.bins,
+            shared_bytes: if shared {
+                (even.bins * 4).max(SMEM_BYTES)
+            } else {
+                SMEM_BYTES
+            },
+            even: Some(even),
+        }
+    }
+
+    fn bytes_plan<C: Counter>() -> Plan {
+        Plan {
+            kernel: C::BYTES,
+            bins: 256,
+            shared_bytes: SMEM_BYTES.max(256 * 4),
+            even: None,
+        }
+    }
+
+    /// Refuses `u32` counters for inputs whose bins could overflow them.
+    fn check_capacity<C: Counter>(n: usize) -> Result<()> {
+        if n as u64 > C::MAX {
+            return Err(Error::InvalidArgument(format!(
+                "{n} samples could overflow a {}-bit bin counter; count in u64",
+                std::mem::size_of::<C>() * 8
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs `plan` on the handle's stream into the handle's buffer and reads the counts back.
+    fn blocking<T: DeviceCopy, C: Counter>(
+        &mut self,
+        input: &DeviceSlice<T>,
+        plan: Plan,
+    ) -> Result<Vec<C>> {
+        Self::check_capacity::<C>(input.len())?;
+        self.gpu.make_current()?;
+        let bins = plan.bins as usize;
+        if self.counts.len() < bins {
+            // Blocking calls wait for their work, so nothing in flight uses the old buffer.
+            self.counts = DeviceBuffer::zeroed(bins)?;
+        }
+        let out = self.counts.as_device_ptr().as_raw();
+        let stream = &self.stream;
+        // SAFETY: `counts` holds at least `bins` u64, so room for `bins` counters of `C`; blocking work ends
+        // before the buffer is reused or freed.
+        unsafe { self.enqueue::<T, C>(input, plan, out, stream)? };
+        let mut counts = vec![C::default(); bins];
+        // SAFETY: the kernels just enqueued on `stream` write `bins` counters of `C` at `out`.
+        unsafe { driver::read_back_slice(out, &mut counts, stream)? };
+        Ok(counts)
+    }
+
+    fn enqueue_into<T: DeviceCopy, C: Counter>(
+        &self,
+        input: &DeviceSlice<T>,
+        plan: Plan,
+        out: &mut DeviceSlice<C>,
+        stream: &Stream,
+    ) -> Result<()> {
+        if out.len() < plan.bins as usize {
+            return Err(Error::InvalidArgument(format!(
+                "the output slice holds {} counters but the histogram has {} bins",
+                out.len(),
+                plan.bins
+            )));
+        }
+        Self::check_capacity::<C>(input.len())?;
+        self.gpu.make_current()?;
+        // SAFETY: `out` is a live device slice of at least `bins` counters; the caller keeps it alive.
+        unsafe { self.enqueue::<T, C>(input, plan, out.as_device_ptr().as_raw(), stream) }
+    }
+
+    /// The dispatch: zeroes the output, sizes the grid and launches the plan's kernel.
+    ///
+    /// # Safety
+    /// `out` must be valid for `plan.bins` counters of `C` until `stream` has passed this work.
+    unsafe fn enqueue<T: DeviceCopy, C: Counter>(
+        &self,
+        input: &DeviceSlice<T>,
+        plan: Plan,
+        out: u64,
+        stream: &Stream,
+    ) -> Result<()> {
+        let mut input_ptr = input.as_device_ptr().as_raw();
+        let mut n = input.len() as u64;
+        let align = std::mem::align_of::<T>() as u64;
+        if n > 0 && (input_ptr == 0 || !input_ptr.is_multiple_of(align)) {
+            return Err(Error::InvalidArgument(format!(
+                "input address {input_ptr:#x} is null or not aligned to its {align}-byte element"
+            )));
+        }
+        // SAFETY: the caller guarantees `out` holds `bins` counters.
+        unsafe { driver::memset_zero(out, plan.bins as usize * std::mem::size_of::<C>(), stream)? };
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.gpu.function(plan.kernel)?;
+        let shape = Launch {
+            grid: self.grid(f, n, std::mem::size_of::<T>(), plan.shared_bytes)?,
+            block: self.policy.threads,
+            shared_bytes: plan.shared_bytes,
+        };
+        let mut out = out;
+        let mut base = [arg(&mut input_ptr), arg(&mut n), arg(&mut out)];
+        match plan.even {
+            None => {
+                // SAFETY: `histogram_bytes_*` takes (input: *const u8, n: u64, out: *mut C); `input` is valid
+                // for `n` reads (a live, aligned DeviceSlice), `out` for 256 counters (the caller), and the
+                // launch gives the 1 KiB of shared memory the 256 private counters take.
+                unsafe { driver::launch(f, shape, stream, &mut base) }
+            }
+            Some(even) => {
+                let (mut bins, mut lower, mut upper, mut scale) =
+                    (even.bins, even.lower, even.upper, even.scale);
+                let mut args = [
+                    base[0],
+                    base[1],
+                    base[2],
+                    arg(&mut bins),
+                    arg(&mut lower),
+                    arg(&mut upper),
+                    arg(&mut scale),
+                ];
+                // SAFETY: `histogram_{shared,global}_*` take (input: *const T, n: u64, out: *mut C, bins: u32,
+                // lower: f32, upper: f32, scale: f32); `input` is valid for `n` reads, `out` for `bins`
+                // counters, the range was checked by `EvenBins::new`, and the shared kernel gets 4 · bins
+                // bytes of shared memory (`even_plan`).
+                unsafe { driver::launch(f, shape, stream, &mut args) }
+            }
+        }
+    }
+
+    /// Grid for `n` samples: the reduction's sizing, capped by how many blocks with this much shared memory
+    /// fit on the device, and with enough blocks that none counts `u32::MAX` samples into its private `u32`
+    /// counters (a block sees at most `n / grid` plus one trip's worth, well below 2^32 when `n / grid <= 2^31`).
+    fn grid(&self, f: CUfunction, n: u64, elem_size: usize, shared_bytes: u32) -> Result<u32> {
+        let policy = &self.policy;
+        let fit = driver::max_active_blocks(f, policy.threads, shared_bytes)?.max(1);
+        let per_sm = policy.blocks_per_sm.min(fit);
+        let max = (self.gpu.info().sm_count * per_sm).max(1) as u64;
+        let want = n.div_ceil(tuning::elements_per_block_trip(policy, elem_size));
+        let grid = want.clamp(1, max).max(n.div_ceil(1 << 31));
+        u32::try_from(grid)
+            .map_err(|_| Error::InvalidArgument(format!("{n} samples need too many blocks")))
+    }
+}
+
+/// A kernel argument: a pointer to its value.
+fn arg<T>(value: &mut T) -> *mut c_void {
+    value as *mut T as *mut c_void
+}
+
+impl Drop for DeviceHistogram {
+    fn drop(&mut self) {
+        // The fields free device memory: make their context current first. Nothing to report a failure to.
+        let _ = self.gpu.make_current();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(r: Result<EvenBins>) -> String {
+        match r {
+            Err(Error::InvalidArgument(m)) => m,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn zero_bins_is_an_error() {
+        assert!(message(EvenBins::new(0, 0.0, 1.0)).contains("bins = 0"));
+    }
+
+    #[test]
+    fn empty_or_reversed_range_is_an_error() {
+        assert!(message(EvenBins::new(4, 1.0, 1.0)).contains("below the upper bound"));
+        assert!(message(EvenBins::new(4, 2.0, -1.0)).contains("below the upper bound"));
+    }
+
+    #[test]
+    fn non_finite_bounds_are_errors() {
+        for (lo, hi) in [
+            (f32::NAN, 1.0),
+            (0.0, f32::NAN),
+            (f32::NEG_INFINITY, 0.0),
+            (0.0, f32::INFINITY),
+        ] {
+            assert!(
+                message(EvenBins::new(4, lo, hi)).contains("finite"),
+                "{lo} {hi}"
+            );
+        }
+    }
+
+    #[test]
+    fn ranges_f32_cannot_scale_are_errors() {
+        assert!(message(EvenBins::new(4, -3.0e38, 3.0e38)).contains("overflows"));
+        let tiny = f32::from_bits(1); // the least subnormal: 10 bins over it overflow the scale
+        assert!(message(EvenBins::new(10, 0.0, tiny)).contains("narrower"));
+    }
+
+    #[test]
+    fn too_many_bins_is_an_error() {
+        if let Some(big) = (u32::MAX as usize).checked_add(1) {
+            assert!(message(EvenBins::new(big, 0.0, 1.0)).contains("exceeds"));
+        }
+    }
+
+    #[test]
+    fn valid_ranges_keep_their_parameters() {
+        let b = EvenBins::new(10, -1.0, 1.0).unwrap();
+        assert_eq!(
+            (b.bins(), b.lower(), b.upper(), b.scale()),
+            (10, -1.0, 1.0, 5.0)
+        );
+        assert!(EvenBins::new(u32::MAX as usize, -1.0e30, 1.0e30).is_ok());
+    }
+
+    #[test]
+    fn u32_counters_refuse_inputs_that_could_overflow() {
+        assert!(DeviceHistogram::check_capacity::<u32>(u32::MAX as usize).is_ok());
+        if let Some(n) = (u32::MAX as usize).checked_add(1) {
+            assert!(DeviceHistogram::check_capacity::<u32>(n).is_err());
+            assert!(DeviceHistogram::check_capacity::<u64>(n).is_ok());
+        }
+    }
+
+    #[test]
+    fn kernel_names_follow_the_device_exports() {
+        let names: Vec<_> = kernels().map(|k| k.to_str().unwrap().to_owned()).collect();
+        assert_eq!(names.len(), 14);
+        assert!(names.contains(&"histogram_shared_bf16_u64".to_owned()));
+        assert!(names.contains(&"histogram_global_f16_u32".to_owned()));
+        assert!(names.contains(&"histogram_bytes_u32".to_owned()));
+    }
+
+    #[test]
+    fn large_histograms_leave_shared_memory() {
+        let plan =
+            |bins| DeviceHistogram::even_plan::<f32, u32>(EvenBins::new(bins, 0.0, 1.0).unwrap());
+        assert_eq!(plan(7).shared_bytes, SMEM_BYTES);
+        assert_eq!(plan(1000).shared_bytes, 4000);
+        assert_eq!(
+            plan(DeviceHistogram::MAX_SHARED_BINS).kernel,
+            c"histogram_shared_f32_u32"
+        );
+        assert_eq!(
+            plan(DeviceHistogram::MAX_SHARED_BINS + 1).kernel,
+            c"histogram_global_f32_u32"
+        );
+        assert_eq!(
+            plan(DeviceHistogram::MAX_SHARED_BINS + 1).shared_bytes,
+            SMEM_BYTES
+        );
+    }
+}

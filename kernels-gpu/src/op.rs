@@ -50,6 +50,21 @@ impl SumElement for f64 {
     }
 }
 
+/// Integer sums: counts and scan offsets, exact while they fit in the type.
+macro_rules! sum_int {
+    ($($t:ty),*) => {$(
+        impl SumElement for $t {
+            type Acc = $t;
+            const ZERO: $t = 0;
+            #[inline(always)]
+            fn widen(self) -> $t {
+                self
+            }
+        }
+    )*};
+}
+sum_int!(u32, u64);
+
 /// Elements with an order for max/min/argmax/argmin. Floats order by IEEE comparison, with NaN handled by
 /// the operators (it wins), so -0.0 and +0.0 compare equal.
 pub trait OrdElement: Shuffle {
@@ -76,6 +91,20 @@ macro_rules! ord_float {
     )*};
 }
 ord_float!(f32, f64);
+
+macro_rules! ord_int {
+    ($($t:ty),*) => {$(
+        impl OrdElement for $t {
+            const LOWEST: Self = <$t>::MIN;
+            const HIGHEST: Self = <$t>::MAX;
+            #[inline(always)]
+            fn is_nan(self) -> bool { false }
+            #[inline(always)]
+            fn lt(self, other: Self) -> bool { self < other }
+        }
+    )*};
+}
+ord_int!(u32);
 
 /// Which end of the order an extremum operator seeks.
 pub trait Direction {

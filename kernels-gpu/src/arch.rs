@@ -112,6 +112,21 @@ pub unsafe fn shared_add_u32(p: *mut u32, v: u32) {
     }
 }
 
+/// Atomically adds `v` to `*p` at GPU scope and returns the old value (`atomicAdd` on `unsigned long long`).
+///
+/// # Safety
+/// `p` must point to a valid, 8-byte aligned `u64` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_add_u64(p: *mut u64, v: u64) -> u64 {
+    let old: u64;
+    // SAFETY: the caller guarantees `p` is a valid global u64.
+    unsafe {
+        asm!("atom.add.relaxed.gpu.global.u64 {0}, [{1}], {2};", out(reg64) old, in(reg64) p, in(reg64) v,
+             options(nostack))
+    };
+    old
+}
+
 /// Global-memory atomic add used by the `Atomic` combine strategy (`red`: no value comes back).
 pub trait AtomicAdd: Copy {
     /// Adds `v` to `*p` at GPU scope.

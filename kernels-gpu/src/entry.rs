@@ -146,3 +146,59 @@ macro_rules! seed_kernels {
 mod seed {
     seed_kernels!(v0, v1, v2, v3, v4, v5);
 }
+
+/// Exports the compaction kernels of one `(predicate, type)` pair under `$tag`:
+/// `select_unordered_<tag>(input, n, threshold, out, count)` and
+/// `select_stable_<tag>(input, n, threshold, out, count, states)`.
+macro_rules! select_kernels {
+    ($($tag:ident: $pred:ty, $t:ty;)*) => {$(
+        #[allow(non_snake_case)]
+        mod $tag {
+            use crate::select::*;
+            type T = $t;
+
+            /// # Safety
+            /// See [`crate::select::unordered`].
+            #[unsafe(export_name = concat!("select_unordered_", stringify!($tag)))]
+            pub unsafe extern "ptx-kernel" fn unordered(input: *const T, n: u64, threshold: T, out: *mut T, count: *mut u64) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::select::unordered(input, n, If(<$pred>::new(threshold)), out, count) }
+            }
+
+            /// # Safety
+            /// See [`crate::select::stable`].
+            #[unsafe(export_name = concat!("select_stable_", stringify!($tag)))]
+            pub unsafe extern "ptx-kernel" fn stable(
+                input: *const T, n: u64, threshold: T, out: *mut T, count: *mut u64, states: *mut u64,
+            ) {
+                // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
+                unsafe { crate::select::stable(input, n, If(<$pred>::new(threshold)), out, count, states) }
+            }
+        }
+    )*};
+}
+
+/// Exports `select_flagged_<type>(input, flags, n, out, count, states)`: stable compaction by a byte mask.
+macro_rules! flagged_kernels {
+    ($($t:ident),*) => {$(
+        /// # Safety
+        /// See [`crate::select::stable`]; `flags` valid for `n` reads.
+        #[unsafe(export_name = concat!("select_flagged_", stringify!($t)))]
+        pub unsafe extern "ptx-kernel" fn $t(
+            input: *const $t, flags: *const u8, n: u64, out: *mut $t, count: *mut u64, states: *mut u64,
+        ) {
+            // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
+            unsafe { crate::select::stable(input, n, crate::select::Flagged(flags), out, count, states) }
+        }
+    )*};
+}
+
+mod select {
+    select_kernels! {
+        gt_f32: GreaterThan<f32>, f32;
+        lt_f32: LessThan<f32>, f32;
+        nonzero_f32: NonZero, f32;
+        finite_f32: IsFinite, f32;
+    }
+    flagged_kernels!(f32);
+}

@@ -7,11 +7,16 @@
 //! | [`arch`] | thread/block/grid indices, barriers, dynamic shared memory, fences, atomics, vector loads |
 //! | [`warp`] | shuffles, votes and the warp reduction, generic over a [`Shuffle`](warp::Shuffle) value |
 //! | [`op`] | the reduction operators (`Sum`, `Max`, `Min`, `ArgMax`, `ArgMin`) as types |
+//! | [`tile`] | cooperative-groups style tiles of 32/16/8/4 lanes: shuffles, votes, reduce, scans |
 //! | [`block`] | block reduction: warp shuffle → shared memory → warp shuffle |
+//! | [`block_scan`] | block exclusive scan: tile scans → warp totals in shared memory → tile scan |
+//! | [`lookback`] | decoupled look-back: the device-wide scan of per-tile counts in a single pass |
 //! | [`thread`] | one thread's grid-stride pass over a slice with 16-byte loads and unaligned head/tail |
 //! | [`device`] | device-wide kernel bodies: partials, the three ways to combine them |
 //! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
+//! | [`select`] | stream compaction: unordered (warp-aggregated atomics) and stable (look-back) |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |
+//! | [`tile_tests`] | one-primitive kernels for the host's tile tests |
 //! | [`entry`] | the exported kernels: thin monomorphised instances of the bodies above |
 //!
 //! Every kernel assumes `blockDim.x` is a multiple of 32 and at most 1024, `blockDim.y = blockDim.z = 1`,
@@ -57,14 +62,19 @@ macro_rules! pairwise_tree {
 
 pub mod arch;
 pub mod block;
+pub mod block_scan;
 pub mod device;
 pub mod entry;
 pub mod half;
 pub mod histogram;
+pub mod lookback;
 pub mod op;
 pub mod seed;
+pub mod select;
 pub mod thread;
 pub mod util;
+pub mod tile;
+pub mod tile_tests;
 pub mod warp;
 
 /// Dynamic shared memory every reduction kernel needs: 32 warp slots of the largest accumulator (16 bytes)

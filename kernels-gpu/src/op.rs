@@ -65,6 +65,7 @@ macro_rules! accumulator {
 accumulator! {
     f32: 0.0, |a, b| a + b;
     f64: 0.0, |a, b| a + b;
+    u32: 0, |a, b| a.wrapping_add(b);
     i64: 0, |a, b| a.wrapping_add(b);
     u64: 0, |a, b| a.wrapping_add(b);
 }
@@ -203,6 +204,27 @@ impl<T: SumElement> ReduceOp for Sum<T> {
     }
     #[inline(always)]
     fn combine(a: T::Acc, b: T::Acc) -> T::Acc {
+        a.add(b)
+    }
+}
+
+/// Addition in the element's own type (wrapping for integers): the operator of scans and counters, where
+/// [`Sum`] would widen the accumulator.
+pub struct Plus<T>(PhantomData<T>);
+
+impl<T: Accumulator> ReduceOp for Plus<T> {
+    type In = T;
+    type Acc = T;
+    #[inline(always)]
+    fn identity() -> T {
+        T::ZERO
+    }
+    #[inline(always)]
+    fn lift(x: T, _: u64) -> T {
+        x
+    }
+    #[inline(always)]
+    fn combine(a: T, b: T) -> T {
         a.add(b)
     }
 }

@@ -169,6 +169,46 @@ pub unsafe fn match_any(mask: u32, value: u32) -> u32 {
     r
 }
 
+/// `__any_sync`: true in every lane of `mask` when `pred` is true in at least one of them.
+///
+/// # Safety
+/// Every lane in `mask` must execute this call, and `mask` must include the calling lane.
+#[inline(always)]
+pub unsafe fn any(mask: u32, pred: bool) -> bool {
+    let r: u32;
+    // SAFETY: the caller upholds the convergence requirement.
+    unsafe {
+        asm!("{{ .reg .pred p, q; setp.ne.u32 p, {1}, 0; vote.sync.any.pred q, p, {2}; selp.u32 {0}, 1, 0, q; }}",
+             out(reg32) r, in(reg32) pred as u32, in(reg32) mask, options(nostack, nomem))
+    };
+    r != 0
+}
+
+/// `__all_sync`: true in every lane of `mask` when `pred` is true in all of them.
+///
+/// # Safety
+/// Every lane in `mask` must execute this call, and `mask` must include the calling lane.
+#[inline(always)]
+pub unsafe fn all(mask: u32, pred: bool) -> bool {
+    let r: u32;
+    // SAFETY: the caller upholds the convergence requirement.
+    unsafe {
+        asm!("{{ .reg .pred p, q; setp.ne.u32 p, {1}, 0; vote.sync.all.pred q, p, {2}; selp.u32 {0}, 1, 0, q; }}",
+             out(reg32) r, in(reg32) pred as u32, in(reg32) mask, options(nostack, nomem))
+    };
+    r != 0
+}
+
+/// `%lanemask_lt`: the bits of the lanes below this one, so `(ballot & lanemask_lt()).count_ones()` is how
+/// many lower lanes voted true (the rank of this lane among the voters).
+#[inline(always)]
+pub fn lanemask_lt() -> u32 {
+    let r: u32;
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { asm!("mov.u32 {0}, %lanemask_lt;", out(reg32) r, options(nostack, nomem, pure)) };
+    r
+}
+
 /// `__activemask()`: the lanes executing this instruction together.
 #[inline(always)]
 pub fn active_mask() -> u32 {

@@ -217,6 +217,12 @@ impl RawEvent {
         })?)
     }
 
+    /// Blocks the host until the captured work is done (at once if nothing was recorded).
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: the handle is live.
+        Ok(check(unsafe { sys::cuEventSynchronize(self.0) })?)
+    }
+
     /// Makes later work on `stream` wait for the captured work.
     pub fn wait_on(&self, stream: &Stream) -> Result<()> {
         // SAFETY: both handles are live.

@@ -33,6 +33,12 @@
 //! tree fixed by the input's length and address alignment and the device, so floating-point sums give the
 //! same bits on every run. [`Combine::Atomic`] does not. f32 sums accumulate in f32 in a pairwise-like tree;
 //! the error is bounded by about `(log2(n) + 16) · ε · Σ|xᵢ|` with `ε = 2^-24`.
+//!
+//! # Stream compaction
+//! [`DeviceSelect`] copies the elements that pass a [`Predicate`] (or a byte mask) to the front of an output
+//! buffer and counts them: [`select_if`](DeviceSelect::select_if) in unspecified order (warp-aggregated
+//! atomics), [`select_if_stable`](DeviceSelect::select_if_stable) and
+//! [`select_flagged`](DeviceSelect::select_flagged) in input order (one pass, decoupled look-back).
 #![warn(missing_docs)]
 
 pub mod cpu;
@@ -42,9 +48,12 @@ mod error;
 mod gpu;
 mod half;
 mod histogram;
+mod last_use;
 pub mod ptx;
 mod reduce;
 pub mod seed;
+pub mod select;
+mod testing;
 pub mod tuning;
 
 pub use element::{Element, Indexed, Kernels, OrdElement, SumElement, all_kernels};
@@ -53,6 +62,12 @@ pub use gpu::{DeviceInfo, Gpu};
 pub use half::{BF16, F16};
 pub use histogram::{Counter, DeviceHistogram, EvenBins, HistogramSample};
 pub use reduce::{Combine, DeviceReduce};
+pub use select::{
+    DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
+    select_kernels, stable_tiles,
+};
+#[doc(hidden)]
+pub use testing::LaneWord;
 
 /// Dynamic shared memory, in bytes, every kernel is launched with; must match `kernels-gpu`'s `SMEM_BYTES`.
 pub const KERNEL_SHARED_BYTES: u32 = reduce::SMEM_BYTES;

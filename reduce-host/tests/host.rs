@@ -139,3 +139,32 @@ fn every_element_names_its_kernels_and_accumulator() {
         .count();
     assert_eq!(reduction_kernels, 9 * 5 * 3 + 9);
 }
+
+#[test]
+fn compaction_without_a_device_is_a_typed_error() {
+    match reduce_host::DeviceSelect::new() {
+        Ok(s) => assert!(s.device_info().sm_count > 0),
+        Err(Error::NoDevice(e)) => assert!(!e.message.is_empty()),
+        Err(e) => panic!("expected NoDevice or success, got {e}"),
+    }
+}
+
+#[test]
+fn stable_compaction_tiles_cover_the_input_from_its_aligned_start() {
+    let p = Policy {
+        threads: 256,
+        blocks_per_sm: 8,
+        finalize_threads: 256,
+    };
+    // A tile is 256 threads × 4 vectors × 4 floats = 4096 floats.
+    assert_eq!(reduce_host::stable_tiles(&p, 0, 1, 4), 1);
+    assert_eq!(reduce_host::stable_tiles(&p, 0, 4096, 4), 1);
+    assert_eq!(reduce_host::stable_tiles(&p, 0, 4097, 4), 2);
+    assert_eq!(
+        reduce_host::stable_tiles(&p, 4, 4096, 4),
+        2,
+        "one float before the input's aligned start pushes the last one into a new tile"
+    );
+    assert_eq!(reduce_host::stable_tiles(&p, 12, 4093, 4), 1);
+    assert_eq!(reduce_host::stable_tiles(&p, 0, 1 << 40, 4), 1 << 28);
+}

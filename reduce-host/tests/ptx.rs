@@ -41,6 +41,17 @@ fn every_module_holds_every_kernel() {
         .map(|k| k.to_str().unwrap().to_owned())
         .collect();
     names.extend((0..=5).map(|v| format!("seed_v{v}")));
+    names.extend(
+        reduce_host::select_kernels()
+            .iter()
+            .map(|k| k.to_str().unwrap().to_owned()),
+    );
+    names.push("test_block_scan".into());
+    for w in [32, 16, 8, 4] {
+        for prim in TILE_TEST_PRIMITIVES {
+            names.push(format!("test_tile_{prim}_{w}"));
+        }
+    }
     for m in MODULES {
         for name in &names {
             assert!(
@@ -112,6 +123,64 @@ fn every_partials_kernel_reads_with_16_byte_loads() {
             );
         }
     }
+}
+
+/// The tile primitives `tests/gpu_tiles.rs` launches, one `test_tile_<primitive>_<W>` kernel each.
+const TILE_TEST_PRIMITIVES: [&str; 22] = [
+    "ranks",
+    "shfl",
+    "shfl_up",
+    "shfl_down",
+    "shfl_xor",
+    "ballot",
+    "any",
+    "all",
+    "sync",
+    "reduce_sum_u32",
+    "reduce_max_u32",
+    "reduce_sum_f32",
+    "reduce_max_f32",
+    "all_reduce_sum_u32",
+    "all_reduce_max_u32",
+    "all_reduce_sum_f32",
+    "all_reduce_max_f32",
+    "inclusive_scan_sum_u32",
+    "exclusive_scan_sum_u32",
+    "inclusive_scan_sum_f32",
+    "exclusive_scan_sum_f32",
+    "inclusive_scan_max_f32",
+];
+
+#[test]
+fn compaction_uses_votes_atomics_and_look_back() {
+    for m in MODULES {
+        let t = m.text();
+        for (what, needle) in [
+            ("ballot", "vote.sync.ballot.b32"),
+            ("any vote", "vote.sync.any.pred"),
+            ("all vote", "vote.sync.all.pred"),
+            ("64-bit atomic add", "atom.add.relaxed.gpu.global.u64"),
+            ("lane mask", "%lanemask_lt"),
+            ("population count", "popc.b32"),
+            ("look-back load", "ld.volatile.global.b64"),
+            ("look-back store", "st.volatile.global.b64"),
+        ] {
+            assert!(t.contains(needle), "sm_{}: no {what} ({needle})", m.arch);
+        }
+    }
+}
+
+#[test]
+fn compaction_vectors_per_thread_matches_the_kernel_crate() {
+    let select = include_str!("../../kernels-gpu/src/select.rs");
+    let want = format!(
+        "pub const VECTORS_PER_THREAD: u64 = {};",
+        reduce_host::select::VECTORS_PER_THREAD
+    );
+    assert!(
+        select.contains(&want),
+        "kernels-gpu's VECTORS_PER_THREAD differs from reduce-host's ({want})"
+    );
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //!
 //! Output: the tables on stdout, and `bench.md`, `sweep.csv`, `sweep.svg` in `$OUT` (if set) or
 //! `target/bench`. Flags: `--quick` skips the sweep; `--sizes a,b,…` replaces the table sizes.
+#[allow(dead_code)] // each bench uses part of the harness
 mod support;
 
 use std::fmt::Write as _;

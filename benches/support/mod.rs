@@ -3,3 +3,4 @@ pub mod cub;
 pub mod plot;
 pub mod pool;
 pub mod timing;
+pub mod torch;

@@ -1,0 +1,295 @@
+//! `cargo bench --bench toolbox`: the element-type and warp-toolbox numbers at n = 2^28 against CUB and
+//! PyTorch in the same run: f16/bf16 sums against the f32 sum, the 256-bin histogram on uniform and skewed
+//! f32, the u8 fast path, and stream compaction. Every result is checked against the CPU; a wrong one fails
+//! the bench. Writes `toolbox.md` to `$OUT` (if set) or `target/bench`.
+#[allow(dead_code)] // each bench uses part of the harness
+mod support;
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use cust::memory::{DeviceBuffer, DeviceSlice};
+use cust::stream::Stream;
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+use reduce_host::{BF16, DeviceHistogram, DeviceReduce, DeviceSelect, F16, Gpu, GreaterThan, cpu};
+use support::cub::Cub;
+use support::timing;
+
+type BoxError = Box<dyn std::error::Error>;
+
+const N: usize = 1 << 28;
+
+struct Row {
+    what: String,
+    us: f64,
+    bytes: f64,
+    cub_us: Option<f64>,
+    torch_us: Option<f64>,
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("toolbox bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn time(
+    gpu: &Gpu,
+    stream: &Stream,
+    mut f: impl FnMut(&Stream) -> Result<(), BoxError>,
+) -> Result<f64, BoxError> {
+    timing::time_us(gpu, stream, N as u64, 1, &mut |_, s| f(s))
+}
+
+fn run() -> Result<bool, BoxError> {
+    let gpu = match Gpu::new() {
+        Err(reduce_host::Error::NoDevice(e)) => {
+            return Err(format!("no CUDA GPU on this machine ({e})").into());
+        }
+        r => r?,
+    };
+    let stream = gpu.stream()?;
+    let mut failures = Vec::new();
+    let mut rng = SmallRng::seed_from_u64(77);
+    let uniform: Vec<f32> = (0..N).map(|_| rng.random_range(0.0f32..1.0)).collect();
+    let skewed: Vec<f32> = uniform
+        .iter()
+        .map(|&x| {
+            if rng.random_range(0.0..1.0) < 0.9 {
+                77.5 / 256.0
+            } else {
+                x
+            }
+        })
+        .collect();
+    let d_uniform = DeviceBuffer::from_slice(&uniform)?;
+    let d_skewed = DeviceBuffer::from_slice(&skewed)?;
+    let cub = Cub::build(gpu.info().cc());
+    let mut notes = Vec::new();
+    if let Cub::Missing(why) = &cub {
+        notes.push(format!("CUB column missing: {why}"));
+    }
+    let cub_us = |op: &str| {
+        cub.run(op, &[N as u64])
+            .get(&(N as u64))
+            .filter(|c| c.pass)
+            .map(|c| c.us)
+    };
+    let mut torch_us = |op: &str| match support::torch::run(op, &[N as u64]) {
+        Ok(m) => m.get(&(N as u64)).copied(),
+        Err(why) => {
+            notes.push(format!("torch column missing for {op}: {why}"));
+            None
+        }
+    };
+    let mut rows = Vec::new();
+
+    // Sums: f32 against f16/bf16 (same values rounded), bytes per second compared.
+    let mut reduce = DeviceReduce::with_gpu(&gpu)?;
+    let mut out = DeviceBuffer::from_slice(&[0.0f32])?;
+    let f32_us = time(&gpu, &stream, |s| {
+        Ok(unsafe { reduce.sum_async(&d_uniform, &mut out, s)? })
+    })?;
+    rows.push(Row {
+        what: "sum f32".into(),
+        us: f32_us,
+        bytes: N as f64 * 4.0,
+        cub_us: cub_us("sum_f32"),
+        torch_us: None,
+    });
+    let halves: Vec<half::f16> = uniform.iter().map(|&x| half::f16::from_f32(x)).collect();
+    let d_f16 = DeviceBuffer::from_slice(F16::from_halves(&halves))?;
+    let got = reduce.sum(&d_f16)?;
+    let want = cpu::sum_f64(F16::from_halves(&halves));
+    if (got as f64 - want).abs() > 1e-5 * want {
+        failures.push(format!("sum f16: {got} vs {want}"));
+    }
+    let f16_us = time(&gpu, &stream, |s| {
+        Ok(unsafe { reduce.sum_async(&d_f16, &mut out, s)? })
+    })?;
+    rows.push(Row {
+        what: "sum f16 (f32 accumulator)".into(),
+        us: f16_us,
+        bytes: N as f64 * 2.0,
+        cub_us: cub_us("sum_f16"),
+        torch_us: None,
+    });
+    drop(d_f16);
+    let bhalves: Vec<half::bf16> = uniform.iter().map(|&x| half::bf16::from_f32(x)).collect();
+    let d_bf16 = DeviceBuffer::from_slice(BF16::from_halves(&bhalves))?;
+    let got = reduce.sum(&d_bf16)?;
+    let want = cpu::sum_f64(BF16::from_halves(&bhalves));
+    if (got as f64 - want).abs() > 1e-5 * want {
+        failures.push(format!("sum bf16: {got} vs {want}"));
+    }
+    let bf16_us = time(&gpu, &stream, |s| {
+        Ok(unsafe { reduce.sum_async(&d_bf16, &mut out, s)? })
+    })?;
+    rows.push(Row {
+        what: "sum bf16 (f32 accumulator)".into(),
+        us: bf16_us,
+        bytes: N as f64 * 2.0,
+        cub_us: cub_us("sum_bf16"),
+        torch_us: None,
+    });
+    drop(d_bf16);
+
+    // Histograms: 256 bins over [0, 1).
+    let mut hist = DeviceHistogram::with_gpu(&gpu)?;
+    let mut counts = DeviceBuffer::<u32>::zeroed(256)?;
+    for (name, host, dev, cub_op, torch_op) in [
+        (
+            "histogram f32 uniform, 256 bins",
+            &uniform,
+            &d_uniform,
+            "histogram_f32_uniform",
+            "histc_uniform",
+        ),
+        (
+            "histogram f32 skewed (90% one bin)",
+            &skewed,
+            &d_skewed,
+            "histogram_f32_skewed",
+            "histc_skewed",
+        ),
+    ] {
+        let got: Vec<u32> = hist.even(dev, 256, 0.0, 1.0)?;
+        let want = cpu::histogram_even(host, 256, 0.0, 1.0)?;
+        if got.iter().map(|&c| c as u64).collect::<Vec<u64>>() != want {
+            failures.push(format!("{name}: counts differ from the CPU"));
+        }
+        let us = time(&gpu, &stream, |s| {
+            Ok(unsafe { hist.even_async(dev, 256, 0.0, 1.0, &mut counts, s)? })
+        })?;
+        rows.push(Row {
+            what: name.into(),
+            us,
+            bytes: N as f64 * 4.0,
+            cub_us: cub_us(cub_op),
+            torch_us: torch_us(torch_op),
+        });
+    }
+    let bytes: Vec<u8> = (0..N).map(|_| rng.random()).collect();
+    let d_bytes = DeviceBuffer::from_slice(&bytes)?;
+    let got: Vec<u32> = hist.even_u8(&d_bytes)?;
+    if got
+        != cpu::histogram_bytes(&bytes)
+            .iter()
+            .map(|&c| c as u32)
+            .collect::<Vec<_>>()
+    {
+        failures.push("histogram u8: counts differ from the CPU".into());
+    }
+    let us = time(&gpu, &stream, |s| {
+        Ok(unsafe { hist.even_u8_async(&d_bytes, &mut counts, s)? })
+    })?;
+    rows.push(Row {
+        what: "histogram u8, 256 bins (fast path)".into(),
+        us,
+        bytes: N as f64,
+        cub_us: None,
+        torch_us: None,
+    });
+    drop(d_bytes);
+
+    // Compaction: keep x > 0.5 (about half).
+    let mut select = DeviceSelect::with_gpu(&gpu)?;
+    let mut out_f = DeviceBuffer::<f32>::zeroed(N)?;
+    let mut count = DeviceBuffer::from_slice(&[0u64])?;
+    let want = uniform.iter().filter(|&&x| x > 0.5).count() as u64;
+    for stable in [false, true] {
+        let got = if stable {
+            select.select_if_stable(&d_uniform, GreaterThan(0.5f32), &mut out_f)?
+        } else {
+            select.select_if(&d_uniform, GreaterThan(0.5f32), &mut out_f)?
+        };
+        if got != want {
+            failures.push(format!(
+                "select (stable {stable}): {got} selected, want {want}"
+            ));
+        }
+        let us = time(&gpu, &stream, |s| {
+            // SAFETY: buffers live until the timing synchronizes.
+            unsafe {
+                if stable {
+                    select.select_if_stable_async(
+                        &d_uniform,
+                        GreaterThan(0.5f32),
+                        &mut out_f,
+                        &mut count,
+                        s,
+                    )?
+                } else {
+                    select.select_if_async(
+                        &d_uniform,
+                        GreaterThan(0.5f32),
+                        &mut out_f,
+                        &mut count,
+                        s,
+                    )?
+                }
+            }
+            Ok(())
+        })?;
+        let what = if stable {
+            "select_if x > 0.5, stable"
+        } else {
+            "select_if x > 0.5, unordered"
+        };
+        rows.push(Row {
+            what: what.into(),
+            us,
+            bytes: N as f64 * 4.0,
+            cub_us: cub_us("select_if_f32"),
+            torch_us: torch_us("masked_select"),
+        });
+    }
+    let _: Option<&DeviceSlice<f32>> = None;
+
+    let mut md = format!(
+        "GPU: {}, n = 2^28 per row; GB/s counts the input bytes read once\n\n",
+        gpu.info().name
+    );
+    md.push_str("| operation | median µs | GB/s | CUB µs | CUB time / ours | torch µs | torch time / ours |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for r in &rows {
+        let ratio = |o: Option<f64>| {
+            o.map_or(("n/a".to_string(), "n/a".to_string()), |t| {
+                (format!("{t:.1}"), format!("{:.2}", t / r.us))
+            })
+        };
+        let (cu, cr) = ratio(r.cub_us);
+        let (tu, tr) = ratio(r.torch_us);
+        writeln!(
+            md,
+            "| {} | {:.1} | {:.0} | {cu} | {cr} | {tu} | {tr} |",
+            r.what,
+            r.us,
+            r.bytes / r.us / 1e3
+        )?;
+    }
+    let f32_rate = N as f64 * 4.0 / f32_us;
+    writeln!(
+        md,
+        "\nf16 sum bytes/s = {:.1}% of the f32 sum's; bf16 {:.1}%",
+        100.0 * (N as f64 * 2.0 / f16_us) / f32_rate,
+        100.0 * (N as f64 * 2.0 / bf16_us) / f32_rate
+    )?;
+    for n in &notes {
+        writeln!(md, "\n{n}")?;
+    }
+    print!("{md}");
+    let dir = std::env::var_os("OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "target/bench".into());
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("toolbox.md"), &md)?;
+    for f in &failures {
+        println!("FAILED: {f}");
+    }
+    Ok(failures.is_empty())
+}

@@ -150,10 +150,43 @@ macro_rules! impl_atomic_add {
 }
 impl_atomic_add! {
     u32 => "u32", reg32;
-    f32 => "f32", reg32;
     f64 => "f64", reg64;
     u64 => "u64", reg64;
     i64 => "u64", reg64;
+}
+
+/// Compare-and-swap on a global `u32` at GPU scope; returns the value found.
+///
+/// # Safety
+/// `p` must point to a valid, 4-byte aligned `u32` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_cas_u32(p: *mut u32, expected: u32, new: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller guarantees `p` is a valid global u32.
+    unsafe {
+        asm!("atom.relaxed.gpu.global.cas.b32 {0}, [{1}], {2}, {3};", out(reg32) old, in(reg64) p,
+             in(reg32) expected, in(reg32) new, options(nostack))
+    };
+    old
+}
+
+impl AtomicAdd for f32 {
+    /// `red.add.f32` flushes subnormal operands and results to zero, so a sum of tiny values would come out
+    /// 0; a compare-and-swap loop adds with IEEE semantics instead (one per block, so the loop is cheap).
+    #[inline(always)]
+    unsafe fn atomic_add(p: *mut f32, v: f32) {
+        // SAFETY: the caller guarantees `p` is a valid global f32; a volatile read is a relaxed load.
+        let mut seen = unsafe { (p as *const u32).read_volatile() };
+        loop {
+            let sum = (f32::from_bits(seen) + v).to_bits();
+            // SAFETY: as above.
+            let found = unsafe { atomic_cas_u32(p as *mut u32, seen, sum) };
+            if found == seen {
+                break;
+            }
+            seen = found;
+        }
+    }
 }
 
 /// A 16-byte aligned group of elements: one `ld.global.v4` brings a whole one in.

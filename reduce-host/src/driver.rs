@@ -238,3 +238,19 @@ impl Drop for RawEvent {
         let _ = unsafe { sys::cuEventDestroy_v2(self.0) };
     }
 }
+
+/// `threads` lowered, if needed, to the most (a multiple of 32) that `f` can launch with: a kernel that uses
+/// many registers cannot run 1024 threads in a block. Only for grid-stride kernels, which are correct for any
+/// block size.
+pub(crate) fn fit_block(f: CUfunction, threads: u32) -> Result<u32> {
+    let mut max = 0i32;
+    // SAFETY: `f` is a kernel of a loaded module; the attribute is written to `max`.
+    check(unsafe {
+        sys::cuFuncGetAttribute(
+            &mut max,
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            f,
+        )
+    })?;
+    Ok(threads.min((max.max(32) as u32) / 32 * 32))
+}

@@ -1,9 +1,10 @@
 //! [`DeviceReduce`]: the reusable handle and the device-wide dispatch of sum, max, min, argmax and argmin.
-use std::ffi::c_void;
+use std::ffi::{CStr, c_void};
 
 use cust::memory::{DeviceBuffer, DeviceCopy, DeviceSlice};
 use cust::stream::Stream;
 use cust::sys;
+use cust::sys::CUfunction;
 
 use crate::driver::{self, Launch, RawEvent};
 use crate::element::{Element, Indexed, Kernels, OrdElement, SumElement};
@@ -332,15 +333,19 @@ impl DeviceReduce {
             n,
             std::mem::size_of::<T>(),
         );
-        let main = Launch {
-            grid,
-            block: policy.threads,
-            shared_bytes: SMEM_BYTES,
-        };
-        let single = Launch {
-            grid: 1,
-            block: policy.finalize_threads,
-            shared_bytes: SMEM_BYTES,
+        let gpu = &self.gpu;
+        // A kernel and the shape it can launch with: many registers can cap its block size below the
+        // policy's (every kernel here is grid-stride or block-stride, so any block size is correct).
+        let kernel = |name: &CStr, grid: u32, threads: u32| -> Result<(CUfunction, Launch)> {
+            let f = gpu.function(name)?;
+            Ok((
+                f,
+                Launch {
+                    grid,
+                    block: driver::fit_block(f, threads)?,
+                    shared_bytes: SMEM_BYTES,
+                },
+            ))
         };
         let mut partials = self.scratch.partials.as_device_ptr().as_raw();
         let mut ticket = self.scratch.ticket.as_device_ptr().as_raw();
@@ -352,50 +357,55 @@ impl DeviceReduce {
         // `entry` module; `input` is valid for `n` reads (a live DeviceSlice, alignment checked above);
         // `partials` holds `max grid * 16` bytes, `ticket` one zeroed u32 that only this handle's kernels use
         // (serialised by `acquire`), and `out` is valid for one accumulator; all kernels get SMEM_BYTES.
-        let launched = unsafe {
+        let launched = (|| unsafe {
             match self.combine {
                 _ if n == 0 => {
                     // The finalize body over zero partials writes the identity.
+                    let (f, shape) = kernel(kernels.finalize, 1, policy.finalize_threads)?;
                     driver::launch(
-                        self.gpu.function(kernels.finalize)?,
-                        single,
+                        f,
+                        shape,
                         stream,
                         &mut [arg(&mut partials), arg(&mut n), arg(&mut out)],
                     )
                 }
-                Combine::TwoPass if grid == 1 => driver::launch(
-                    self.gpu.function(kernels.partials)?,
-                    main,
-                    stream,
-                    &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut out)],
-                ),
+                Combine::TwoPass if grid == 1 => {
+                    let (f, shape) = kernel(kernels.partials, 1, policy.threads)?;
+                    driver::launch(
+                        f,
+                        shape,
+                        stream,
+                        &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut out)],
+                    )
+                }
                 Combine::TwoPass => {
                     let mut count = grid as u64;
+                    let (f, shape) = kernel(kernels.partials, grid, policy.threads)?;
                     driver::launch(
-                        self.gpu.function(kernels.partials)?,
-                        main,
+                        f,
+                        shape,
                         stream,
                         &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut partials)],
                     )?;
+                    let (f, shape) = kernel(kernels.finalize, 1, policy.finalize_threads)?;
                     driver::launch(
-                        self.gpu.function(kernels.finalize)?,
-                        single,
+                        f,
+                        shape,
                         stream,
                         &mut [arg(&mut partials), arg(&mut count), arg(&mut out)],
                     )
                 }
-                Combine::LastBlock => driver::launch(
-                    self.gpu.function(kernels.last_block)?,
-                    main,
-                    stream,
-                    &mut [
+                Combine::LastBlock => {
+                    let (f, shape) = kernel(kernels.last_block, grid, policy.threads)?;
+                    let mut args = [
                         arg(&mut input_ptr),
                         arg(&mut n),
                         arg(&mut partials),
                         arg(&mut ticket),
                         arg(&mut out),
-                    ],
-                ),
+                    ];
+                    driver::launch(f, shape, stream, &mut args)
+                }
                 Combine::Atomic => {
                     let atomic = kernels.atomic.ok_or_else(|| {
                         Error::InvalidArgument(
@@ -403,15 +413,16 @@ impl DeviceReduce {
                         )
                     })?;
                     driver::memset_zero(out, std::mem::size_of::<Acc>(), stream)?;
+                    let (f, shape) = kernel(atomic, grid, policy.threads)?;
                     driver::launch(
-                        self.gpu.function(atomic)?,
-                        main,
+                        f,
+                        shape,
                         stream,
                         &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut out)],
                     )
                 }
             }
-        };
+        })();
         // Record the use even after a failed launch, so a later call orders after whatever did run.
         self.scratch.release(stream)?;
         launched

@@ -404,8 +404,16 @@ impl DeviceSelect {
             // SAFETY: `count` is valid for one u64 (the handle's slot or a non-empty slice).
             return unsafe { driver::memset_zero(count, 8, stream) };
         }
-        let policy = self.policy;
+        let mut policy = self.policy;
         let arg = |p: &mut u64| p as *mut u64 as *mut c_void;
+        // The kernel's registers may cap its block size below the policy's: size everything (grid, tiles)
+        // for the block it can actually launch.
+        let kernel = match &selection {
+            Selection::Unordered { kernel, .. }
+            | Selection::Stable { kernel, .. }
+            | Selection::Flagged { kernel, .. } => self.gpu.function(kernel)?,
+        };
+        policy.threads = driver::fit_block(kernel, policy.threads)?;
         self.tiles.last_use.acquire(stream)?;
         let launched = (|| match selection {
             Selection::Unordered {

@@ -294,7 +294,11 @@ fn accumulators_widen_and_wrap() {
         let buf = DeviceBuffer::from_slice(&[u64::MAX, 2]).unwrap();
         assert_eq!(reduce.sum(&buf).unwrap(), 1, "{combine:?}");
         let buf = DeviceBuffer::from_slice(&[i32::MAX, i32::MAX, i32::MIN]).unwrap();
-        assert_eq!(reduce.sum(&buf).unwrap(), i32::MAX as i64, "{combine:?}");
+        assert_eq!(
+            reduce.sum(&buf).unwrap(),
+            2 * i32::MAX as i64 + i32::MIN as i64,
+            "{combine:?}"
+        );
         let buf = DeviceBuffer::from_slice(&[u32::MAX; 3]).unwrap();
         assert_eq!(
             reduce.sum(&buf).unwrap(),

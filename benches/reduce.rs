@@ -282,7 +282,9 @@ fn run() -> Result<bool, BoxError> {
         let mut table = format!("\n### n = {n} f32 ({:.0} MB)\n\n", bytes / 1e6);
         table.push_str("| version | change | median µs | GB/s | % of 4.8 TB/s | % of copy | CUB time / ours |\n|---|---|---:|---:|---:|---:|---:|\n");
         for &kind in &kinds {
-            let us = bench.measure(kind, n)?;
+            let us = bench
+                .measure(kind, n)
+                .map_err(|e| format!("{} at n={n}: {e}", kind.label()))?;
             let gbps = bytes / us / 1e3;
             let ratio = cub_of(kind.op(), n).map_or("n/a".into(), |c| format!("{:.3}", c.us / us));
             writeln!(
@@ -341,7 +343,9 @@ fn sweep(bench: &mut Bench, cub: &Cub, copy: f64, md: &mut String) -> Result<(),
     for &kind in &kinds {
         let mut points = Vec::new();
         for (&l, &n) in log2s.iter().zip(&ns) {
-            let us = bench.measure(kind, n)?;
+            let us = bench
+                .measure(kind, n)
+                .map_err(|e| format!("{} at n={n}: {e}", kind.label()))?;
             let gbps = n as f64 * 4.0 / us / 1e3;
             writeln!(csv, "{},{n},{us:.3},{gbps:.1}", kind.label())?;
             points.push((l as f64, gbps));

@@ -1,17 +1,17 @@
-//! Device timing with the method of `../shared/reference` (and of the CUB comparator): CUDA graphs of 100
-//! launches for n ≤ 2^20, one event pair per launch above; medians; a spin kernel ahead of timed work so the
-//! events measure the GPU and not the host's launch rate.
-use std::ffi::c_void;
-
+//! Device timing with the method of `../shared/reference` and of the CUB comparator: for n ≤ 2^20 a sample
+//! is 100 back-to-back launches between one event pair (the comparator replays a CUDA graph of 100
+//! launches; queueing the batch behind a spin kernel gives the GPU the same back-to-back stream), above that
+//! one event pair per launch; medians; a spin kernel ahead of timed work so the events measure the GPU and
+//! not the host's launch rate.
 use cust::event::{Event, EventFlags};
 use cust::stream::Stream;
 use cust::sys;
 use reduce_host::Gpu;
 
-/// Below or at this size a sample is a graph replay of [`GRAPH_LAUNCHES`] launches.
-pub const GRAPH_MAX_N: u64 = 1 << 20;
-/// Launches captured in one graph.
-pub const GRAPH_LAUNCHES: usize = 100;
+/// Below or at this size a sample is a batch of [`BATCH`] launches.
+pub const BATCH_MAX_N: u64 = 1 << 20;
+/// Launches per batch.
+pub const BATCH: usize = 100;
 const SAMPLES: usize = 21;
 
 type Enqueue<'a> = dyn FnMut(usize, &Stream) -> Result<(), Box<dyn std::error::Error>> + 'a;
@@ -43,8 +43,8 @@ pub fn time_us(
         enqueue(k % copies, stream)?;
     }
     stream.synchronize()?;
-    if n <= GRAPH_MAX_N {
-        time_graphs(gpu, stream, copies, enqueue)
+    if n <= BATCH_MAX_N {
+        time_batches(gpu, stream, copies, enqueue)
     } else {
         time_events(gpu, stream, copies, enqueue)
     }
@@ -95,74 +95,31 @@ fn time_events(
     Ok(median(&mut times))
 }
 
-fn time_graphs(
+fn time_batches(
     gpu: &Gpu,
     stream: &Stream,
     copies: usize,
     enqueue: &mut Enqueue,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    // As many graphs as it takes for every copy to be read once per round (at most 16), so the rotation
-    // defeats the L2 as far as 1600 launches can.
-    let graphs = copies.div_ceil(GRAPH_LAUNCHES).clamp(1, 16);
-    let mut execs = Vec::new();
-    let mut k = 0;
-    for _ in 0..graphs {
-        let mut graph = std::ptr::null_mut();
-        let mut exec = std::ptr::null_mut();
-        // SAFETY: capture on a live stream; every call in between only enqueues work.
-        unsafe {
-            check(
-                sys::cuStreamBeginCapture_v2(
-                    stream.as_inner(),
-                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-                ),
-                "begin capture",
-            )?;
-            let mut result = Ok(());
-            for _ in 0..GRAPH_LAUNCHES {
-                result = result.and_then(|_| enqueue(k % copies, stream));
-                k += 1;
-            }
-            check(
-                sys::cuStreamEndCapture(stream.as_inner(), &mut graph),
-                "end capture",
-            )?;
-            result?;
-            check(
-                sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0),
-                "instantiate",
-            )?;
-            check(sys::cuGraphDestroy(graph), "graph destroy")?;
-        }
-        execs.push(exec);
-    }
-    let launch = |exec: sys::CUgraphExec| {
-        // SAFETY: `exec` is a live instantiated graph.
-        check(
-            unsafe { sys::cuGraphLaunch(exec, stream.as_inner()) },
-            "graph launch",
-        )
-    };
-    for &e in &execs {
-        launch(e)?;
-    }
-    stream.synchronize()?;
+    // A sample is one event pair around BATCH launches queued behind a spin kernel: the host enqueues the
+    // whole batch while the GPU spins, so the GPU then runs the launches back to back, as a graph replay
+    // would, and the events see no host launch gaps.
     let (e0, e1) = (
         Event::new(EventFlags::DEFAULT)?,
         Event::new(EventFlags::DEFAULT)?,
     );
     let mut times = Vec::new();
-    for s in 0..SAMPLES.max(execs.len()) {
-        gpu.spin_async(50_000, stream)?;
+    let mut k = 0;
+    for _ in 0..SAMPLES {
+        gpu.spin_async(2_000_000, stream)?;
         e0.record(stream)?;
-        launch(execs[s % execs.len()])?;
+        for _ in 0..BATCH {
+            enqueue(k % copies, stream)?;
+            k += 1;
+        }
         e1.record(stream)?;
         e1.synchronize()?;
-        times.push(e1.elapsed_time_f32(&e0)? as f64 * 1000.0 / GRAPH_LAUNCHES as f64);
-    }
-    for e in execs {
-        // SAFETY: no replay is pending (synchronized above).
-        unsafe { sys::cuGraphExecDestroy(e) };
+        times.push(e1.elapsed_time_f32(&e0)? as f64 * 1000.0 / BATCH as f64);
     }
     Ok(median(&mut times))
 }
@@ -197,6 +154,5 @@ pub fn copy_gbps(stream: &Stream) -> Result<f64, Box<dyn std::error::Error>> {
             times.push(e1.elapsed_time_f32(&e0)? as f64 * 1e-3);
         }
     }
-    let _ = std::ptr::null::<c_void>();
     Ok(2.0 * bytes as f64 / median(&mut times) / 1e9)
 }

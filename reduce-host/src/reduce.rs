@@ -21,7 +21,9 @@ pub enum Combine {
     TwoPass,
     /// One kernel; each block adds its partial atomically into a zeroed result. Sums only. For floats the
     /// result depends on the order blocks finish in, so it is **not reproducible** run to run; it is within
-    /// the usual pairwise-summation bound of the exact sum (see the crate docs).
+    /// the usual pairwise-summation bound of the exact sum (see the crate docs), plus, for f32, up to 2^-126
+    /// per block: the hardware's f32 atomic add flushes a subnormal running total to zero when a normal
+    /// partial meets it (subnormal partials themselves are added exactly).
     Atomic,
     /// One kernel; each block writes its partial, fences and takes a ticket, and the last block reduces all
     /// partials in a fixed order. **Deterministic**, like `TwoPass`, with one launch instead of two.
@@ -327,22 +329,22 @@ impl DeviceReduce {
             )));
         }
         let policy = self.policy;
-        let grid = tuning::grid_for(
-            &policy,
-            self.gpu.info().sm_count,
-            n,
-            std::mem::size_of::<T>(),
-        );
+        let sm_count = self.gpu.info().sm_count;
+        let grid = tuning::grid_for(&policy, sm_count, n, std::mem::size_of::<T>());
         let gpu = &self.gpu;
         // A kernel and the shape it can launch with: many registers can cap its block size below the
-        // policy's (every kernel here is grid-stride or block-stride, so any block size is correct).
+        // policy's, and its grid below the policy's blocks per SM; a grid larger than one resident wave would
+        // leave a tail of blocks running alone. Every kernel here is grid-stride or block-stride, so any shape
+        // is correct; the shape depends only on the kernel and the policy, so results stay repeatable.
         let kernel = |name: &CStr, grid: u32, threads: u32| -> Result<(CUfunction, Launch)> {
             let f = gpu.function(name)?;
+            let block = driver::fit_block(f, threads)?;
+            let resident = sm_count * driver::max_active_blocks(f, block, SMEM_BYTES)?.max(1);
             Ok((
                 f,
                 Launch {
-                    grid,
-                    block: driver::fit_block(f, threads)?,
+                    grid: grid.min(resident),
+                    block,
                     shared_bytes: SMEM_BYTES,
                 },
             ))
@@ -379,8 +381,8 @@ impl DeviceReduce {
                     )
                 }
                 Combine::TwoPass => {
-                    let mut count = grid as u64;
                     let (f, shape) = kernel(kernels.partials, grid, policy.threads)?;
+                    let mut count = shape.grid as u64;
                     driver::launch(
                         f,
                         shape,

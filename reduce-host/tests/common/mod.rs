@@ -331,6 +331,19 @@ pub fn check_all<T: TestElement>(
     check_expected(reduce, slice, &Expected::of(host), what);
 }
 
+/// The Atomic strategy's documented extra error for f32 accumulators: the hardware's f32 atomic add
+/// flushes a subnormal running total, up to 2^-126 per block.
+fn atomic_allowance(want: SumWant, reduce: &DeviceReduce) -> SumWant {
+    let blocks = (reduce.device_info().sm_count * reduce.policy().blocks_per_sm) as f64;
+    match want {
+        SumWant::Float { value, tolerance } => SumWant::Float {
+            value,
+            tolerance: tolerance + blocks * f32::MIN_POSITIVE as f64,
+        },
+        exact => exact,
+    }
+}
+
 /// `check_all` at every sub-slice offset 0..8, and 0..16 for bytes (so every misalignment of the start for
 /// 16-byte loads), and with each combine strategy (Atomic for the sum only).
 pub fn check_offsets<T: TestElement>(reduce: &mut DeviceReduce, host: &[T], what: &str) {
@@ -350,7 +363,7 @@ pub fn check_offsets<T: TestElement>(reduce: &mut DeviceReduce, host: &[T], what
         reduce.set_combine(Combine::Atomic);
         check_sum_want::<T>(
             reduce.sum(&slice).expect("atomic sum"),
-            want.sum,
+            atomic_allowance(want.sum, reduce),
             &format!("{what}, offset {offset}, Atomic"),
         );
         reduce.set_combine(Combine::TwoPass);

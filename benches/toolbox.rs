@@ -93,7 +93,8 @@ fn run() -> Result<bool, BoxError> {
     let mut reduce = DeviceReduce::with_gpu(&gpu)?;
     let mut out = DeviceBuffer::from_slice(&[0.0f32])?;
     let f32_us = time(&gpu, &stream, |s| {
-        Ok(unsafe { reduce.sum_async(&d_uniform, &mut out, s)? })
+        let _: () = unsafe { reduce.sum_async(&d_uniform, &mut out, s)? };
+        Ok(())
     })?;
     rows.push(Row {
         what: "sum f32".into(),
@@ -110,7 +111,8 @@ fn run() -> Result<bool, BoxError> {
         failures.push(format!("sum f16: {got} vs {want}"));
     }
     let f16_us = time(&gpu, &stream, |s| {
-        Ok(unsafe { reduce.sum_async(&d_f16, &mut out, s)? })
+        let _: () = unsafe { reduce.sum_async(&d_f16, &mut out, s)? };
+        Ok(())
     })?;
     rows.push(Row {
         what: "sum f16 (f32 accumulator)".into(),
@@ -128,7 +130,8 @@ fn run() -> Result<bool, BoxError> {
         failures.push(format!("sum bf16: {got} vs {want}"));
     }
     let bf16_us = time(&gpu, &stream, |s| {
-        Ok(unsafe { reduce.sum_async(&d_bf16, &mut out, s)? })
+        let _: () = unsafe { reduce.sum_async(&d_bf16, &mut out, s)? };
+        Ok(())
     })?;
     rows.push(Row {
         what: "sum bf16 (f32 accumulator)".into(),
@@ -164,7 +167,8 @@ fn run() -> Result<bool, BoxError> {
             failures.push(format!("{name}: counts differ from the CPU"));
         }
         let us = time(&gpu, &stream, |s| {
-            Ok(unsafe { hist.even_async(dev, 256, 0.0, 1.0, &mut counts, s)? })
+            let _: () = unsafe { hist.even_async(dev, 256, 0.0, 1.0, &mut counts, s)? };
+            Ok(())
         })?;
         rows.push(Row {
             what: name.into(),
@@ -186,7 +190,8 @@ fn run() -> Result<bool, BoxError> {
         failures.push("histogram u8: counts differ from the CPU".into());
     }
     let us = time(&gpu, &stream, |s| {
-        Ok(unsafe { hist.even_u8_async(&d_bytes, &mut counts, s)? })
+        let _: () = unsafe { hist.even_u8_async(&d_bytes, &mut counts, s)? };
+        Ok(())
     })?;
     rows.push(Row {
         what: "histogram u8, 256 bins (fast path)".into(),

@@ -3,22 +3,16 @@
 //!
 //! `cargo run --release --example compact [N]` — N elements (default 2^28). Exits non-zero on a wrong
 //! answer, and with one clear line when there is no GPU.
+mod support;
+
 use std::process::ExitCode;
-use std::time::Instant;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
-use rand::{Rng, SeedableRng, rngs::SmallRng};
-use reduce_host::{DeviceSelect, Error, GreaterThan};
+use rand::Rng;
+use reduce_host::{DeviceSelect, GreaterThan};
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("compact: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    support::main("compact", run)
 }
 
 /// The bits of `v` in ascending order: equal exactly when the multisets are equal.
@@ -28,35 +22,11 @@ fn sorted_bits(v: &[f32]) -> Vec<u32> {
     b
 }
 
-/// Times `runs` blocking calls of `f` after one warm-up; returns (answer of the warm-up, seconds per call).
-fn timed(runs: u32, mut f: impl FnMut() -> Result<u64, Error>) -> Result<(u64, f64), Error> {
-    let count = f()?;
-    let start = Instant::now();
-    for _ in 0..runs {
-        f()?;
-    }
-    Ok((count, start.elapsed().as_secs_f64() / runs as f64))
-}
+fn run() -> Result<bool, support::BoxError> {
+    let n = support::size_arg()?;
+    let mut select = support::open(DeviceSelect::new())?;
 
-fn run() -> Result<bool, Box<dyn std::error::Error>> {
-    let n: usize = match std::env::args().nth(1) {
-        Some(s) => s
-            .parse()
-            .map_err(|_| format!("size must be a positive integer, got {s:?}"))?,
-        None => 1 << 28,
-    };
-    if n == 0 {
-        return Err("size must be at least 1".into());
-    }
-    let mut select = match DeviceSelect::new() {
-        Err(Error::NoDevice(e)) => return Err(format!("no CUDA GPU on this machine ({e})").into()),
-        r => r?,
-    };
-
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(7, |d| d.as_nanos() as u64);
-    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut rng = support::rng();
     let host: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
     let want: Vec<f32> = host.iter().copied().filter(|&x| x > 0.0).collect();
     let input = DeviceBuffer::from_slice(&host)?;
@@ -71,13 +41,13 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
 
     let mut ok = true;
     let mut got = vec![0.0f32; n];
-    let (count, secs) = timed(runs, || select.select_if(&input, pred, &mut out))?;
+    let (count, secs) = support::timed(runs, || select.select_if(&input, pred, &mut out))?;
     out.copy_to(&mut got[..])?;
     let right = count == want.len() as u64 && sorted_bits(&got[..want.len()]) == sorted_bits(&want);
     report("select_if (unordered)", n, count, secs, runs, right);
     ok &= right;
 
-    let (count, secs) = timed(runs, || select.select_if_stable(&input, pred, &mut out))?;
+    let (count, secs) = support::timed(runs, || select.select_if_stable(&input, pred, &mut out))?;
     out.copy_to(&mut got[..])?;
     let right = count == want.len() as u64
         && got[..want.len()]

@@ -3,57 +3,34 @@
 //!
 //! `cargo run --release --example histogram [N]` — N samples (default 2^28). Exits non-zero on a wrong
 //! answer, and with one clear line when there is no GPU.
+mod support;
+
 use std::process::ExitCode;
-use std::time::Instant;
 
 use cust::memory::DeviceBuffer;
-use rand::{Rng, SeedableRng, rngs::SmallRng};
-use reduce_host::{DeviceHistogram, Error, cpu};
+use rand::Rng;
+use reduce_host::{DeviceHistogram, cpu};
 
 const BINS: usize = 256;
 const RANGE: (f32, f32) = (0.0, 1.0);
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("histogram: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    support::main("histogram", run)
 }
 
-fn run() -> Result<bool, Box<dyn std::error::Error>> {
-    let n: usize = match std::env::args().nth(1) {
-        Some(s) => s
-            .parse()
-            .map_err(|_| format!("size must be a positive integer, got {s:?}"))?,
-        None => 1 << 28,
-    };
-    if n == 0 {
-        return Err("size must be at least 1".into());
-    }
-    let mut hist = match DeviceHistogram::new() {
-        Err(Error::NoDevice(e)) => return Err(format!("no CUDA GPU on this machine ({e})").into()),
-        r => r?,
-    };
+fn run() -> Result<bool, support::BoxError> {
+    let n = support::size_arg()?;
+    let mut hist = support::open(DeviceHistogram::new())?;
 
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(7, |d| d.as_nanos() as u64);
-    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut rng = support::rng();
     // Slightly wider than the range, so some samples are dropped.
     let host: Vec<f32> = (0..n).map(|_| rng.random_range(-0.05f32..1.05)).collect();
     let data = DeviceBuffer::from_slice(&host)?;
 
-    let counts: Vec<u64> = hist.even(&data, BINS, RANGE.0, RANGE.1)?; // warm-up, and the answer
     let runs = 20;
-    let start = Instant::now();
-    for _ in 0..runs {
-        hist.even::<f32, u64>(&data, BINS, RANGE.0, RANGE.1)?;
-    }
-    let secs = start.elapsed().as_secs_f64() / runs as f64;
+    let (counts, secs) = support::timed(runs, || {
+        hist.even::<f32, u64>(&data, BINS, RANGE.0, RANGE.1)
+    })?;
     let gbps = (n * std::mem::size_of::<f32>()) as f64 / secs / 1e9;
 
     let want = cpu::histogram_even(&host, BINS, RANGE.0, RANGE.1)?;

@@ -19,6 +19,31 @@ unsafe fn load_or_zero(input: *const f32, i: u64, n: u64) -> f32 {
     if i < n { unsafe { input.add(i as usize).read() } } else { 0.0 }
 }
 
+/// Parks this thread's value in its shared-memory slot and waits for the block: the start of v0–v4.
+///
+/// # Safety
+/// Every thread of the block calls it; the launch provides `blockDim.x` floats of shared memory.
+#[inline(always)]
+unsafe fn stage(v: f32) -> *mut f32 {
+    // SAFETY: slot `tid` is this thread's; the barrier publishes every slot.
+    unsafe {
+        let s = arch::shared::<f32>();
+        s.add(thread_idx() as usize).write(v);
+        sync_threads();
+        s
+    }
+}
+
+/// This thread's one element in v0–v2, or 0 past the end.
+///
+/// # Safety
+/// `input` valid for `n` reads.
+#[inline(always)]
+unsafe fn load_one(input: *const f32, n: u64) -> f32 {
+    // SAFETY: bounds checked inside.
+    unsafe { load_or_zero(input, block_idx() as u64 * block_dim() as u64 + thread_idx() as u64, n) }
+}
+
 /// Shared tail of v0–v3: thread 0 writes `s[0]`.
 ///
 /// # Safety
@@ -39,9 +64,7 @@ pub unsafe fn v0(input: *const f32, n: u64, out: *mut f32) {
     let tid = thread_idx();
     // SAFETY: the launch provides blockDim.x floats of shared memory; barriers order every access.
     unsafe {
-        let s = arch::shared::<f32>();
-        s.add(tid as usize).write(load_or_zero(input, block_idx() as u64 * block_dim() as u64 + tid as u64, n));
-        sync_threads();
+        let s = stage(load_one(input, n));
         let mut stride = 1;
         while stride < block_dim() {
             if tid % (2 * stride) == 0 {
@@ -63,9 +86,7 @@ pub unsafe fn v1(input: *const f32, n: u64, out: *mut f32) {
     let tid = thread_idx();
     // SAFETY: as v0.
     unsafe {
-        let s = arch::shared::<f32>();
-        s.add(tid as usize).write(load_or_zero(input, block_idx() as u64 * block_dim() as u64 + tid as u64, n));
-        sync_threads();
+        let s = stage(load_one(input, n));
         let mut stride = 1;
         while stride < block_dim() {
             let idx = 2 * stride * tid;
@@ -103,12 +124,9 @@ unsafe fn sequential_halving(s: *mut f32, stop: u32) {
 /// # Safety
 /// As [`v0`].
 pub unsafe fn v2(input: *const f32, n: u64, out: *mut f32) {
-    let tid = thread_idx();
     // SAFETY: as v0.
     unsafe {
-        let s = arch::shared::<f32>();
-        s.add(tid as usize).write(load_or_zero(input, block_idx() as u64 * block_dim() as u64 + tid as u64, n));
-        sync_threads();
+        let s = stage(load_one(input, n));
         sequential_halving(s, 0);
         write_block_result(s, out);
     }
@@ -132,9 +150,7 @@ unsafe fn load_pair(input: *const f32, n: u64) -> f32 {
 pub unsafe fn v3(input: *const f32, n: u64, out: *mut f32) {
     // SAFETY: as v0.
     unsafe {
-        let s = arch::shared::<f32>();
-        s.add(thread_idx() as usize).write(load_pair(input, n));
-        sync_threads();
+        let s = stage(load_pair(input, n));
         sequential_halving(s, 0);
         write_block_result(s, out);
     }
@@ -148,9 +164,7 @@ pub unsafe fn v4(input: *const f32, n: u64, out: *mut f32) {
     let tid = thread_idx();
     // SAFETY: as v0.
     unsafe {
-        let s = arch::shared::<f32>();
-        s.add(tid as usize).write(load_pair(input, n));
-        sync_threads();
+        let s = stage(load_pair(input, n));
         sequential_halving(s, 32);
         if tid < 32 {
             let v = *s.add(tid as usize) + *s.add(tid as usize + 32);

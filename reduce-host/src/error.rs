@@ -56,7 +56,7 @@ impl From<CudaError> for DriverError {
     fn from(e: CudaError) -> Self {
         DriverError {
             code: e as u32,
-            message: e.to_string(),
+            message: e.to_string().trim_matches('"').to_owned(),
         }
     }
 }

@@ -12,6 +12,35 @@ use crate::driver::Module;
 use crate::error::{DriverError, Error, Result};
 use crate::ptx;
 
+/// The members every handle (`DeviceReduce`, `DeviceHistogram`, `DeviceSelect`) has in the same form: `new`
+/// on device 0, its device, and the stream its blocking calls run on. The type needs `with_gpu`, and fields
+/// `gpu: Gpu` and `stream: Stream`.
+macro_rules! handle_basics {
+    ($t:ty) => {
+        impl $t {
+            /// A handle on device 0 (opens it with [`Gpu::new`](crate::Gpu::new)).
+            pub fn new() -> crate::Result<Self> {
+                Self::with_gpu(&crate::Gpu::new()?)
+            }
+
+            /// What the handle knows about its device.
+            pub fn device_info(&self) -> &crate::DeviceInfo {
+                self.gpu.info()
+            }
+
+            /// The device this handle runs on.
+            pub fn gpu(&self) -> &crate::Gpu {
+                &self.gpu
+            }
+
+            /// The stream blocking calls run on.
+            pub fn stream(&self) -> &cust::stream::Stream {
+                &self.stream
+            }
+        }
+    };
+}
+
 /// What was learned about the device when it was opened.
 #[derive(Clone, Debug)]
 pub struct DeviceInfo {

@@ -10,7 +10,7 @@ use cust::sys::CUfunction;
 use crate::driver::{self, Launch};
 use crate::element::cstr;
 use crate::error::{Error, Result};
-use crate::gpu::{DeviceInfo, Gpu};
+use crate::gpu::Gpu;
 use crate::half::{BF16, F16};
 use crate::reduce::SMEM_BYTES;
 use crate::tuning::{self, Policy};
@@ -249,15 +249,12 @@ pub struct DeviceHistogram {
     gpu: Gpu,
 }
 
+handle_basics!(DeviceHistogram);
+
 impl DeviceHistogram {
     /// Most bins counted in shared memory: their private `u32` copy fits the 48 KiB of dynamic shared memory a
     /// block gets without opting in. Larger histograms count with global atomics (correct, slower).
     pub const MAX_SHARED_BINS: usize = 48 * 1024 / 4;
-
-    /// A handle on device 0 (opens it with [`Gpu::new`]).
-    pub fn new() -> Result<Self> {
-        Self::with_gpu(&Gpu::new()?)
-    }
 
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
@@ -268,21 +265,6 @@ impl DeviceHistogram {
             policy: tuning::policy(gpu.info().cc()),
             gpu: gpu.clone(),
         })
-    }
-
-    /// What the handle knows about its device.
-    pub fn device_info(&self) -> &DeviceInfo {
-        self.gpu.info()
-    }
-
-    /// The device this handle runs on.
-    pub fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
-
-    /// The stream blocking calls run on.
-    pub fn stream(&self) -> &Stream {
-        &self.stream
     }
 
     /// Counts the samples of `input` in `bins` evenly spaced bins over `[lower, upper)` (see [`EvenBins`] for

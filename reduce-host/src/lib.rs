@@ -45,6 +45,7 @@ pub mod cpu;
 mod driver;
 mod element;
 mod error;
+#[macro_use]
 mod gpu;
 mod half;
 mod histogram;

@@ -9,7 +9,7 @@ use cust::sys::CUfunction;
 use crate::driver::{self, Launch, RawEvent};
 use crate::element::{Element, Indexed, Kernels, OrdElement, SumElement};
 use crate::error::{Error, Result};
-use crate::gpu::{DeviceInfo, Gpu};
+use crate::gpu::Gpu;
 use crate::tuning::{self, Policy};
 
 /// How the per-block partials of a device-wide reduction are combined.
@@ -99,12 +99,9 @@ pub struct DeviceReduce {
     gpu: Gpu,
 }
 
-impl DeviceReduce {
-    /// A handle on device 0 (opens it with [`Gpu::new`]).
-    pub fn new() -> Result<Self> {
-        Self::with_gpu(&Gpu::new()?)
-    }
+handle_basics!(DeviceReduce);
 
+impl DeviceReduce {
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
         let stream = gpu.stream()?;
@@ -117,21 +114,6 @@ impl DeviceReduce {
             combine: Combine::default(),
             gpu: gpu.clone(),
         })
-    }
-
-    /// What the handle knows about its device.
-    pub fn device_info(&self) -> &DeviceInfo {
-        self.gpu.info()
-    }
-
-    /// The device this handle runs on.
-    pub fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
-
-    /// The stream blocking calls run on.
-    pub fn stream(&self) -> &Stream {
-        &self.stream
     }
 
     /// The combine strategy in use ([`Combine::TwoPass`] unless set).
@@ -152,7 +134,7 @@ impl DeviceReduce {
     /// Forces a launch policy, e.g. to test odd grid and block sizes. `threads` must be a multiple of 32 in
     /// 32..=1024 and `blocks_per_sm`, `finalize_threads` likewise sane.
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
-        let block_ok = |t: u32| t % 32 == 0 && (32..=1024).contains(&t);
+        let block_ok = |t: u32| t.is_multiple_of(32) && (32..=1024).contains(&t);
         if !block_ok(policy.threads)
             || !block_ok(policy.finalize_threads)
             || policy.blocks_per_sm == 0
@@ -322,7 +304,8 @@ impl DeviceReduce {
         let stream = stream.unwrap_or(&self.stream);
         let mut input_ptr = input.as_device_ptr().as_raw();
         let mut n = input.len() as u64;
-        if n > 0 && (input_ptr == 0 || input_ptr % std::mem::align_of::<T>() as u64 != 0) {
+        if n > 0 && (input_ptr == 0 || !input_ptr.is_multiple_of(std::mem::align_of::<T>() as u64))
+        {
             return Err(Error::InvalidArgument(format!(
                 "input address {input_ptr:#x} is null or not aligned to its {}-byte element",
                 std::mem::align_of::<T>()

@@ -137,7 +137,7 @@ impl SeedReduce {
                 "call reserve() first, and pass a non-empty output".into(),
             ));
         }
-        if version == SeedVersion::V5 && input_ptr % 16 != 0 {
+        if version == SeedVersion::V5 && !input_ptr.is_multiple_of(16) {
             return Err(Error::InvalidArgument(
                 "v5 reads float4s: the input must be 16-byte aligned".into(),
             ));

@@ -8,7 +8,7 @@ use cust::stream::Stream;
 use crate::driver::{self, Launch};
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::gpu::{DeviceInfo, Gpu};
+use crate::gpu::Gpu;
 use crate::last_use::LastUse;
 use crate::reduce::SMEM_BYTES;
 use crate::tuning::{self, Policy};
@@ -177,12 +177,9 @@ pub struct DeviceSelect {
     gpu: Gpu,
 }
 
-impl DeviceSelect {
-    /// A handle on device 0 (opens it with [`Gpu::new`]).
-    pub fn new() -> Result<Self> {
-        Self::with_gpu(&Gpu::new()?)
-    }
+handle_basics!(DeviceSelect);
 
+impl DeviceSelect {
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
         let stream = gpu.stream()?;
@@ -196,21 +193,6 @@ impl DeviceSelect {
             policy: tuning::policy(gpu.info().cc()),
             gpu: gpu.clone(),
         })
-    }
-
-    /// What the handle knows about its device.
-    pub fn device_info(&self) -> &DeviceInfo {
-        self.gpu.info()
-    }
-
-    /// The device this handle runs on.
-    pub fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
-
-    /// The stream blocking calls run on.
-    pub fn stream(&self) -> &Stream {
-        &self.stream
     }
 
     /// The launch policy in use (from the tuning table for this device unless set).

@@ -8,26 +8,19 @@ use rand::Rng;
 use reduce_host::tuning::Policy;
 use reduce_host::{Combine, Error, Indexed, cpu};
 
-const SIZES: [usize; 12] = [
-    0,
-    1,
-    2,
-    3,
-    31,
-    32,
-    33,
-    1023,
-    1024,
-    1025,
-    (1 << 20) + 3,
-    (1 << 26) + 3,
-];
+/// Every edge size, and the seed's 2^26 + 3 (within `max_n`).
+fn sizes() -> impl Iterator<Item = usize> {
+    EDGE_SIZES
+        .into_iter()
+        .chain([(1 << 26) + 3])
+        .filter(|&n| n <= max_n())
+}
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
 fn random_data_every_size_and_offset() {
     let mut reduce = gpu();
-    for (k, &n) in SIZES.iter().enumerate().filter(|(_, n)| **n <= max_n()) {
+    for (k, n) in sizes().enumerate() {
         check_offsets(&mut reduce, &random(n, k as u64), &format!("random n={n}"));
     }
 }
@@ -56,7 +49,7 @@ fn random_sizes() {
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
 fn all_equal_data_ties_go_to_index_zero() {
     let mut reduce = gpu();
-    for &n in SIZES[1..].iter().filter(|n| **n <= max_n()) {
+    for n in sizes().filter(|&n| n > 0) {
         let host = vec![0.75f32; n];
         check_offsets(&mut reduce, &host, &format!("all equal n={n}"));
         let buf = upload_at(&host, 0);

@@ -54,23 +54,11 @@ every_type!(
 float_types!(nans_and_infinities, signed_zeros, subnormals);
 int_types!(integer_extremes);
 
-const SIZES: [usize; 12] = [
-    0,
-    1,
-    2,
-    3,
-    31,
-    32,
-    33,
-    1023,
-    1024,
-    1025,
-    (1 << 20) + 3,
-    (1 << 22) + 3,
-];
-
 fn sizes() -> impl Iterator<Item = usize> {
-    SIZES.into_iter().filter(|&n| n <= max_n())
+    EDGE_SIZES
+        .into_iter()
+        .chain([(1 << 22) + 3])
+        .filter(|&n| n <= max_n())
 }
 
 /// Random data (see [`TestElement::random`]) at every size and sub-slice offset.

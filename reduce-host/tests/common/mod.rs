@@ -17,6 +17,10 @@ pub fn gpu() -> DeviceReduce {
         .expect("GPU tests need a CUDA device (run them with --include-ignored only on a GPU)")
 }
 
+/// Sizes around the warp, block and vector boundaries that every reduction test covers; each suite adds its
+/// own large size.
+pub const EDGE_SIZES: [usize; 11] = [0, 1, 2, 3, 31, 32, 33, 1023, 1024, 1025, (1 << 20) + 3];
+
 /// Largest input the tests use: `REDUCE_TEST_MAX_N` if set (for slow runs under compute-sanitizer).
 pub fn max_n() -> usize {
     std::env::var("REDUCE_TEST_MAX_N")

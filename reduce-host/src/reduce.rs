@@ -3,13 +3,13 @@ use std::ffi::{CStr, c_void};
 
 use cust::memory::{DeviceBuffer, DeviceCopy, DeviceSlice};
 use cust::stream::Stream;
-use cust::sys;
 use cust::sys::CUfunction;
 
-use crate::driver::{self, Launch, RawEvent};
+use crate::driver::{self, Launch};
 use crate::element::{Element, Indexed, Kernels, OrdElement, SumElement};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
+use crate::last_use::LastUse;
 use crate::tuning::{self, Policy};
 
 /// How the per-block partials of a device-wide reduction are combined.
@@ -31,15 +31,12 @@ pub enum Combine {
 }
 
 /// Device temporaries: per-block partials, the last-block ticket and the result slot of blocking calls.
-///
-/// Async calls may run on any stream; an event recorded after each use makes the next use on another stream
-/// wait for it, so two streams never share these buffers at the same time.
+/// Async calls may run on any stream; [`LastUse`] keeps two streams from sharing them at the same time.
 struct Scratch {
     partials: DeviceBuffer<u8>,
     ticket: DeviceBuffer<u32>,
     result: DeviceBuffer<u8>,
-    last_use: RawEvent,
-    last_stream: Option<sys::CUstream>,
+    last_use: LastUse,
 }
 
 /// Largest accumulator any kernel writes (an `Indexed<f64>`).
@@ -51,24 +48,8 @@ impl Scratch {
             partials: DeviceBuffer::zeroed(max_grid as usize * MAX_ACC_BYTES)?,
             ticket: DeviceBuffer::zeroed(1)?,
             result: DeviceBuffer::zeroed(MAX_ACC_BYTES)?,
-            last_use: RawEvent::new()?,
-            last_stream: None,
+            last_use: LastUse::new()?,
         })
-    }
-
-    /// Makes `stream` wait for the previous use if that was on another stream.
-    fn acquire(&mut self, stream: &Stream) -> Result<()> {
-        if self.last_stream.is_some_and(|s| s != stream.as_inner()) {
-            self.last_use.wait_on(stream)?;
-        }
-        Ok(())
-    }
-
-    /// Records that work using the scratch was enqueued on `stream`.
-    fn release(&mut self, stream: &Stream) -> Result<()> {
-        self.last_use.record(stream)?;
-        self.last_stream = Some(stream.as_inner());
-        Ok(())
     }
 }
 
@@ -145,7 +126,8 @@ impl DeviceReduce {
         }
         self.make_current()?;
         if policy.blocks_per_sm > self.policy.blocks_per_sm {
-            self.stream.synchronize()?;
+            // The old buffer may still be in use by async work on any stream.
+            self.scratch.last_use.synchronize()?;
             self.scratch.partials = DeviceBuffer::zeroed(
                 (self.gpu.info().sm_count * policy.blocks_per_sm) as usize * MAX_ACC_BYTES,
             )?;
@@ -337,7 +319,7 @@ impl DeviceReduce {
         let mut out = out;
         let arg = |p: &mut u64| p as *mut u64 as *mut c_void;
 
-        self.scratch.acquire(stream)?;
+        self.scratch.last_use.acquire(stream)?;
         // SAFETY (all launches below): the argument lists match the kernels' signatures in kernels-gpu's
         // `entry` module; `input` is valid for `n` reads (a live DeviceSlice, alignment checked above);
         // `partials` holds `max grid * 16` bytes, `ticket` one zeroed u32 that only this handle's kernels use
@@ -409,7 +391,7 @@ impl DeviceReduce {
             }
         })();
         // Record the use even after a failed launch, so a later call orders after whatever did run.
-        self.scratch.release(stream)?;
+        self.scratch.last_use.release(stream)?;
         launched
     }
 }

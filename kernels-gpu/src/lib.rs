@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`arch`] | thread/block/grid indices, barriers, dynamic shared memory, fences, atomics, vector loads |
 //! | [`warp`] | shuffles, votes and the warp reduction, generic over a [`Shuffle`](warp::Shuffle) value |
+//! | [`half`] | f16/bf16 as bit patterns with exact widening to f32 |
 //! | [`op`] | the reduction operators (`Sum`, `Max`, `Min`, `ArgMax`, `ArgMin`) as types |
 //! | [`tile`] | cooperative-groups style tiles of 32/16/8/4 lanes: shuffles, votes, reduce, scans |
 //! | [`block`] | block reduction: warp shuffle → shared memory → warp shuffle |
@@ -16,6 +17,7 @@
 //! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
 //! | [`select`] | stream compaction: unordered (warp-aggregated atomics) and stable (look-back) |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |
+//! | [`util`] | the spin kernel benchmarks queue ahead of timed work |
 //! | [`tile_tests`] | one-primitive kernels for the host's tile tests |
 //! | [`entry`] | the exported kernels: thin monomorphised instances of the bodies above |
 //!

@@ -178,29 +178,36 @@ fn run() -> Result<bool, BoxError> {
             torch_us: torch_us(torch_op),
         });
     }
-    let bytes: Vec<u8> = (0..N).map(|_| rng.random()).collect();
-    let d_bytes = DeviceBuffer::from_slice(&bytes)?;
-    let got: Vec<u32> = hist.even_u8(&d_bytes)?;
-    if got
-        != cpu::histogram_bytes(&bytes)
+    let uniform_bytes: Vec<u8> = (0..N).map(|_| rng.random()).collect();
+    let skewed_bytes: Vec<u8> = uniform_bytes
+        .iter()
+        .map(|&b| if rng.random_range(0..10) < 9 { 77 } else { b })
+        .collect();
+    for (name, bytes) in [
+        ("histogram u8 uniform, 256 bins (fast path)", uniform_bytes),
+        ("histogram u8 skewed (90% one bin)", skewed_bytes),
+    ] {
+        let d_bytes = DeviceBuffer::from_slice(&bytes)?;
+        let got: Vec<u32> = hist.even_u8(&d_bytes)?;
+        let want: Vec<u32> = cpu::histogram_bytes(&bytes)
             .iter()
             .map(|&c| c as u32)
-            .collect::<Vec<_>>()
-    {
-        failures.push("histogram u8: counts differ from the CPU".into());
+            .collect();
+        if got != want {
+            failures.push(format!("{name}: counts differ from the CPU"));
+        }
+        let us = time(&gpu, &stream, |s| {
+            let _: () = unsafe { hist.even_u8_async(&d_bytes, &mut counts, s)? };
+            Ok(())
+        })?;
+        rows.push(Row {
+            what: name.into(),
+            us,
+            bytes: N as f64,
+            cub_us: None,
+            torch_us: None,
+        });
     }
-    let us = time(&gpu, &stream, |s| {
-        let _: () = unsafe { hist.even_u8_async(&d_bytes, &mut counts, s)? };
-        Ok(())
-    })?;
-    rows.push(Row {
-        what: "histogram u8, 256 bins (fast path)".into(),
-        us,
-        bytes: N as f64,
-        cub_us: None,
-        torch_us: None,
-    });
-    drop(d_bytes);
 
     // Compaction: keep x > 0.5 (about half).
     let mut select = DeviceSelect::with_gpu(&gpu)?;

@@ -97,19 +97,43 @@ pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
     old
 }
 
-/// Atomically adds `v` to the shared-memory `u32` at `p` (`red.shared`: no value comes back). Shared atomics
-/// are resolved in the SM, an order of magnitude cheaper than global ones; the histogram counts in them.
+/// `x` rounded toward zero to `u32`, saturating (NaN gives 0): Rust's `x as u32`, in one `cvt.rzi.u32.f32`.
+/// LLVM brackets `as` with compares and selects that the instruction already does in hardware.
+#[inline(always)]
+pub fn f32_to_u32_sat(x: f32) -> u32 {
+    let r: u32;
+    // SAFETY: a conversion between registers; PTX defines it for every input.
+    unsafe {
+        asm!("cvt.rzi.u32.f32 {0}, {1};", out(reg32) r, in(reg32) x, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// The shared-window address of a generic pointer into shared memory: 32 bits, so per-access address
+/// arithmetic stays in 32-bit registers (what `nvcc` emits for `__shared__` arrays).
 ///
 /// # Safety
-/// `p` must be a generic address of a 4-byte aligned `u32` in this block's shared memory.
+/// `p` must point into this block's shared memory.
 #[inline(always)]
-pub unsafe fn shared_add_u32(p: *mut u32, v: u32) {
-    // SAFETY: the caller guarantees `p` is a shared-memory u32; `cvta.to.shared` turns its generic address
-    // into the shared window's.
+pub unsafe fn shared_window<T>(p: *mut T) -> u32 {
+    let a: u32;
+    // SAFETY: the caller guarantees `p` is a shared-memory address; the conversion reads nothing.
     unsafe {
-        asm!("{{ .reg .u64 s; cvta.to.shared.u64 s, {0}; red.shared.add.u32 [s], {1}; }}", in(reg64) p,
-             in(reg32) v, options(nostack))
-    }
+        asm!("{{ .reg .u64 s; cvta.to.shared.u64 s, {1}; cvt.u32.u64 {0}, s; }}", out(reg32) a, in(reg64) p,
+             options(pure, nomem, nostack))
+    };
+    a
+}
+
+/// Atomically adds `v` to the `u32` at shared-window address `a` (`red.shared`: no value comes back). Shared
+/// atomics are resolved in the SM, an order of magnitude cheaper than global ones; the histogram counts in them.
+///
+/// # Safety
+/// `a` must be a [`shared_window`] address of a 4-byte aligned `u32` in this block's shared memory.
+#[inline(always)]
+pub unsafe fn shared_add_u32(a: u32, v: u32) {
+    // SAFETY: the caller guarantees `a` addresses a shared-memory u32.
+    unsafe { asm!("red.shared.add.u32 [{0}], {1};", in(reg32) a, in(reg32) v, options(nostack)) }
 }
 
 /// Atomically adds `v` to `*p` at GPU scope and returns the old value (`atomicAdd` on `unsigned long long`).
@@ -179,7 +203,9 @@ impl AtomicAdd for f32 {
     unsafe fn atomic_add(p: *mut f32, v: f32) {
         if v == 0.0 || v.abs() >= f32::MIN_POSITIVE || v.is_nan() {
             // SAFETY: the caller guarantees `p` is a valid global f32.
-            unsafe { asm!("red.relaxed.gpu.global.add.f32 [{0}], {1};", in(reg64) p, in(reg32) v, options(nostack)) };
+            unsafe {
+                asm!("red.relaxed.gpu.global.add.f32 [{0}], {1};", in(reg64) p, in(reg32) v, options(nostack))
+            };
             return;
         }
         // SAFETY: the caller guarantees `p` is a valid global f32; a volatile read is a relaxed load.

@@ -34,7 +34,11 @@ pub unsafe fn exclusive_scan<Op: ReduceOp>(v: Op::Acc) -> (Op::Acc, Op::Acc) {
     if warp_id() == 0 {
         let warps = arch::block_dim() >> 5;
         // SAFETY: slot `lane` was written before the barrier when lane < warps.
-        let total_of_warp = if lane_id() < warps { unsafe { slots.add(lane_id() as usize).read() } } else { Op::identity() };
+        let total_of_warp = if lane_id() < warps {
+            unsafe { slots.add(lane_id() as usize).read() }
+        } else {
+            Op::identity()
+        };
         // SAFETY: warp 0 is whole and converged here.
         let (offset, block_total) = unsafe { warp.scan::<Op>(total_of_warp) };
         // SAFETY: lane < 32 < SLOTS; each slot has one writer, and its reader (this lane) read it above.
@@ -47,6 +51,7 @@ pub unsafe fn exclusive_scan<Op: ReduceOp>(v: Op::Acc) -> (Op::Acc, Op::Acc) {
     // SAFETY: every thread of the block reaches this barrier.
     unsafe { arch::sync_threads() };
     // SAFETY: both slots were written by warp 0 before the barrier.
-    let (offset, block_total) = unsafe { (slots.add(warp_id() as usize).read(), slots.add(32).read()) };
+    let (offset, block_total) =
+        unsafe { (slots.add(warp_id() as usize).read(), slots.add(32).read()) };
     (Op::combine(offset, in_warp), block_total)
 }

@@ -23,7 +23,8 @@ where
     Op::In: Vectorize,
 {
     // SAFETY: forwarded to the caller.
-    let v = unsafe { thread::reduce::<Op>(input, n, arch::global_thread_idx(), arch::grid_threads()) };
+    let v =
+        unsafe { thread::reduce::<Op>(input, n, arch::global_thread_idx(), arch::grid_threads()) };
     // SAFETY: every thread of the block gets here.
     unsafe { block::reduce::<Op>(v) }
 }

@@ -1,4 +1,4 @@
-//! Histograms: every block counts its grid-stride share of the samples into a private histogram in shared
+//! Histograms: every block counts its grid-stride share of the samples into private histograms in shared
 //! memory, then adds each non-empty bin into the global output with one atomic (the seed's privatisation).
 //! Histograms too large for shared memory count straight into global memory.
 //!
@@ -8,6 +8,10 @@
 //! - [`Counters`] say where a count goes ([`SharedCounters`] or [`GlobalCounters`]);
 //! - a [`Tally`] says how a warp's samples become atomics ([`PerSample`], or [`WarpAggregated`], which
 //!   merges equal bins of a warp with `match.any` so that a hot bin costs one atomic per warp, not 32).
+//!
+//! The shared counters come in up to 32 interleaved copies, one per lane, so a warp's 32 shared atomics hit 32
+//! different banks whatever the data: a hot bin does not serialise, and a plain atomic per sample
+//! ([`PerSample`]) keeps up with HBM (docs/PERFORMANCE.md).
 use crate::arch::{self, AtomicAdd};
 use crate::half::{BF16, F16};
 use crate::thread::{self, Vectorize};
@@ -76,8 +80,8 @@ impl<T: Sample> Binning<T> for Even {
     fn bin(&self, x: T) -> Option<u32> {
         let x = x.to_f32();
         if x >= self.lower && x < self.upper {
-            // `as` saturates (PTX's `cvt.rzi.u32.f32` likewise); the product is in [0, bins · (1 + 2ε)].
-            Some((((x - self.lower) * self.scale) as u32).min(self.bins - 1))
+            // Truncation saturates like `as`; the product is in [0, bins · (1 + 2ε)].
+            Some(arch::f32_to_u32_sat((x - self.lower) * self.scale).min(self.bins - 1))
         } else {
             None
         }
@@ -129,15 +133,40 @@ pub trait Counters: Copy {
     unsafe fn add(self, bin: u32, count: u32);
 }
 
-/// The block's private `u32` counters in dynamic shared memory.
+/// The block's private `u32` counters in dynamic shared memory, as `2^copies_log2` interleaved copies: the
+/// counter of bin `b` in copy `c` is word `b · copies + c`, and lane `l` counts into copy `l % copies`. With 32
+/// copies every lane has its own, in its own bank, so a warp's 32 adds never conflict, whatever the data: a
+/// hot bin costs no more than spread-out ones. Fewer copies trade that for room when bins are many.
 #[derive(Clone, Copy)]
-pub struct SharedCounters(*mut u32);
+pub struct SharedCounters {
+    /// Shared-window address of this lane's copy of bin 0.
+    lane_base: u32,
+    /// `log2(4 · copies)`: the byte stride from one bin to the next.
+    shift: u32,
+}
+
+impl SharedCounters {
+    /// This lane's view of the copies at `base`.
+    ///
+    /// # Safety
+    /// `base` must point into shared memory; `copies_log2 <= 5`.
+    #[inline(always)]
+    unsafe fn new(base: *mut u32, copies_log2: u32) -> Self {
+        let copy = arch::lane_id() & ((1 << copies_log2) - 1);
+        // SAFETY: the caller passes a shared-memory pointer.
+        let window = unsafe { arch::shared_window(base) };
+        SharedCounters {
+            lane_base: window + copy * 4,
+            shift: copies_log2 + 2,
+        }
+    }
+}
 
 impl Counters for SharedCounters {
     #[inline(always)]
     unsafe fn add(self, bin: u32, count: u32) {
-        // SAFETY: the caller keeps `bin` in range; the counters are in shared memory.
-        unsafe { arch::shared_add_u32(self.0.add(bin as usize), count) }
+        // SAFETY: the caller keeps `bin` in range, and the launch gave `bins · copies` counters.
+        unsafe { arch::shared_add_u32(self.lane_base + (bin << self.shift), count) }
     }
 }
 
@@ -153,31 +182,23 @@ impl<C: Counter> Counters for GlobalCounters<C> {
     }
 }
 
-/// How one warp-uniform step of samples (one per lane) becomes atomic adds. A tally may hold counts back
-/// (see [`RunLength`]); `flush` adds them.
-pub trait Tally: Default {
+/// How one warp-uniform step of samples (one per lane) becomes atomic adds.
+pub trait Tally {
     /// Counts `bin` once for every lane that passes `Some`.
     ///
     /// # Safety
     /// All 32 lanes of the warp must call this together (see [`thread::for_each`]); every `Some` bin must be
     /// in range for `counters`.
-    unsafe fn tally(&mut self, counters: impl Counters, bin: Option<u32>);
-
-    /// Adds the counts still held back.
-    ///
-    /// # Safety
-    /// As [`tally`](Self::tally), with the same `counters`.
-    #[inline(always)]
-    unsafe fn flush(&mut self, _counters: impl Counters) {}
+    unsafe fn tally(counters: impl Counters, bin: Option<u32>);
 }
 
-/// One atomic per sample. Cheapest when the bins of a warp's samples are spread out.
-#[derive(Default)]
+/// One atomic per sample. Cheapest when the adds of a warp do not collide: spread-out bins, or per-lane
+/// copies ([`SharedCounters`] with 32 copies), where even a hot bin does not serialise.
 pub struct PerSample;
 
 impl Tally for PerSample {
     #[inline(always)]
-    unsafe fn tally(&mut self, counters: impl Counters, bin: Option<u32>) {
+    unsafe fn tally(counters: impl Counters, bin: Option<u32>) {
         if let Some(b) = bin {
             // SAFETY: the caller keeps `b` in range.
             unsafe { counters.add(b, 1) }
@@ -187,12 +208,11 @@ impl Tally for PerSample {
 
 /// One atomic per distinct bin of the warp: `match.any` groups the lanes with equal bins and the lowest lane
 /// of each group adds the group's size. A hot bin then costs one atomic per warp instead of 32 serialised ones.
-#[derive(Default)]
 pub struct WarpAggregated;
 
 impl Tally for WarpAggregated {
     #[inline(always)]
-    unsafe fn tally(&mut self, counters: impl Counters, bin: Option<u32>) {
+    unsafe fn tally(counters: impl Counters, bin: Option<u32>) {
         // Dropped samples form their own group under a key no bin has (bins <= u32::MAX, so < u32::MAX).
         let key = bin.unwrap_or(u32::MAX);
         // SAFETY: the caller has the whole warp here, converged.
@@ -207,88 +227,67 @@ impl Tally for WarpAggregated {
     }
 }
 
-/// Each thread counts a run of equal bins in a register and adds the run with one atomic when the bin
-/// changes: on skewed data (a hot bin) most samples extend a run, so the hot bin's counter is hit once per run
-/// instead of once per sample, with no warp-wide instruction per sample (a `match.any` per byte costs more
-/// than the atomic it saves). Uniform data pays one compare per sample over [`PerSample`].
-#[derive(Default)]
-pub struct RunLength {
-    bin: u32,
-    count: u32,
-}
-
-impl Tally for RunLength {
-    #[inline(always)]
-    unsafe fn tally(&mut self, counters: impl Counters, bin: Option<u32>) {
-        let Some(b) = bin else { return };
-        if b == self.bin {
-            self.count += 1;
-            return;
-        }
-        if self.count != 0 {
-            // SAFETY: `self.bin` came from an earlier in-range `Some`.
-            unsafe { counters.add(self.bin, self.count) };
-        }
-        (self.bin, self.count) = (b, 1);
-    }
-
-    #[inline(always)]
-    unsafe fn flush(&mut self, counters: impl Counters) {
-        if self.count != 0 {
-            // SAFETY: `self.bin` came from an in-range `Some`.
-            unsafe { counters.add(self.bin, self.count) };
-            self.count = 0;
-        }
-    }
-}
-
-/// Privatised histogram: the block counts into `B::bins()` shared `u32` counters, then adds each non-empty one
-/// to `out` with one atomic.
+/// Privatised histogram: the block counts into `2^copies_log2` interleaved copies of `B::bins()` shared `u32`
+/// counters (see [`SharedCounters`]), then adds each non-empty bin's total to `out` with one atomic.
 ///
 /// Shared counts are `u32`: the host sizes the grid so no block sees `u32::MAX` samples.
 ///
 /// # Safety
 /// Called by every thread of the block. `input` valid for `n` reads, unmodified; `out` valid for `bins`
-/// counters (the host zeroes them first); at least `4 · bins` bytes of dynamic shared memory; `blockDim.x` a
-/// multiple of 32.
+/// counters (the host zeroes them first); `copies_log2 <= 5` and at least `4 · bins · 2^copies_log2` bytes of
+/// dynamic shared memory; `blockDim.x` a multiple of 32.
 #[inline(always)]
-pub unsafe fn privatized<T, B, C, Ta>(input: *const T, n: u64, out: *mut C, binning: B)
-where
+pub unsafe fn privatized<T, B, C, Ta>(
+    input: *const T,
+    n: u64,
+    out: *mut C,
+    binning: B,
+    copies_log2: u32,
+) where
     T: Vectorize + Default,
     B: Binning<T>,
     C: Counter,
     Ta: Tally,
 {
     let bins = binning.bins();
-    // SAFETY: the launch provides 4 · bins bytes; every access below is ordered by the barriers.
+    let copies = 1u32 << copies_log2;
+    // SAFETY: the launch provides 4 · bins · copies bytes; every access below is ordered by the barriers.
     let local = unsafe { arch::shared::<u32>() };
     let mut i = arch::thread_idx();
-    while i < bins {
-        // SAFETY: i < bins.
+    while i < bins << copies_log2 {
+        // SAFETY: i < bins · copies.
         unsafe { local.add(i as usize).write(0) };
         i += arch::block_dim();
     }
     // SAFETY: every thread of the block gets here.
     unsafe { arch::sync_threads() };
-    let counters = SharedCounters(local);
-    let mut tally = Ta::default();
+    // SAFETY: `local` is shared memory and copies_log2 <= 5 (caller).
+    let counters = unsafe { SharedCounters::new(local, copies_log2) };
     // SAFETY: forwarded input contract; `tally` runs warp-uniformly inside `for_each`, bins are < bins.
     unsafe {
-        thread::for_each(input, n, arch::global_thread_idx(), arch::grid_threads(), |x, ok| {
-            tally.tally(counters, if ok { binning.bin(x) } else { None })
-        });
-        tally.flush(counters);
+        thread::for_each(
+            input,
+            n,
+            arch::global_thread_idx(),
+            arch::grid_threads(),
+            |x, ok| Ta::tally(counters, if ok { binning.bin(x) } else { None }),
+        )
     };
     // SAFETY: every thread of the block gets here.
     unsafe { arch::sync_threads() };
     let out = GlobalCounters(out);
     let mut i = arch::thread_idx();
     while i < bins {
-        // SAFETY: i < bins, and the counts were finished before the barrier.
-        let c = unsafe { local.add(i as usize).read() };
-        if c != 0 {
+        // Thread i starts at copy i: consecutive threads then read consecutive banks, not all the same one.
+        let mut total = 0u32;
+        for c in 0..copies {
+            let word = (i << copies_log2) + ((c + i) & (copies - 1));
+            // SAFETY: word < bins · copies, and the counts were finished before the barrier.
+            total += unsafe { local.add(word as usize).read() };
+        }
+        if total != 0 {
             // SAFETY: `out` holds `bins` counters.
-            unsafe { out.add(i, c) };
+            unsafe { out.add(i, total) };
         }
         i += arch::block_dim();
     }
@@ -309,18 +308,21 @@ where
     Ta: Tally,
 {
     let counters = GlobalCounters(out);
-    let mut tally = Ta::default();
     // SAFETY: forwarded input contract; `tally` runs warp-uniformly inside `for_each`, bins are < bins.
     unsafe {
-        thread::for_each(input, n, arch::global_thread_idx(), arch::grid_threads(), |x, ok| {
-            tally.tally(counters, if ok { binning.bin(x) } else { None })
-        });
-        tally.flush(counters);
+        thread::for_each(
+            input,
+            n,
+            arch::global_thread_idx(),
+            arch::grid_threads(),
+            |x, ok| Ta::tally(counters, if ok { binning.bin(x) } else { None }),
+        )
     };
 }
 
 /// Exports the even-bin kernels of one `(sample, counter)` pair under `$tag`, as
-/// `histogram_{shared,global}_<tag>`. Parameters: `input, n, out, bins, lower, upper, scale` (see [`Even`]).
+/// `histogram_{shared,global}_<tag>`. Parameters: `input, n, out, bins, lower, upper, scale` (see [`Even`]), and
+/// for the shared kernel `copies_log2` (see [`SharedCounters`]).
 macro_rules! even_kernels {
     ($($tag:ident: $t:ty, $c:ty;)*) => {$(
         mod $tag {
@@ -331,10 +333,11 @@ macro_rules! even_kernels {
             #[unsafe(export_name = concat!("histogram_shared_", stringify!($tag)))]
             pub unsafe extern "ptx-kernel" fn shared(
                 input: *const $t, n: u64, out: *mut $c, bins: u32, lower: f32, upper: f32, scale: f32,
+                copies_log2: u32,
             ) {
                 let even = Even { bins, lower, upper, scale };
                 // SAFETY: the host passes valid buffers and shared memory (reduce-host's launch contract).
-                unsafe { privatized::<$t, Even, $c, PerSample>(input, n, out, even) }
+                unsafe { privatized::<$t, Even, $c, PerSample>(input, n, out, even, copies_log2) }
             }
 
             /// # Safety
@@ -357,9 +360,12 @@ macro_rules! byte_kernels {
         /// # Safety
         /// See [`privatized`] (with 256 bins).
         #[unsafe(export_name = concat!("histogram_bytes_", stringify!($c)))]
-        pub unsafe extern "ptx-kernel" fn ${concat(bytes_, $c)}(input: *const u8, n: u64, out: *mut $c) {
-            // SAFETY: the host passes valid buffers and 1 KiB of shared memory (reduce-host's launch contract).
-            unsafe { privatized::<u8, Bytes, $c, RunLength>(input, n, out, Bytes) }
+        pub unsafe extern "ptx-kernel" fn ${concat(bytes_, $c)}(
+            input: *const u8, n: u64, out: *mut $c, copies_log2: u32,
+        ) {
+            // SAFETY: the host passes valid buffers and 1 KiB · copies of shared memory (reduce-host's launch
+            // contract).
+            unsafe { privatized::<u8, Bytes, $c, PerSample>(input, n, out, Bytes, copies_log2) }
         }
     )*};
 }

@@ -24,7 +24,16 @@
 //! Every kernel assumes `blockDim.x` is a multiple of 32 and at most 1024, `blockDim.y = blockDim.z = 1`,
 //! and at least [`SMEM_BYTES`] bytes of dynamic shared memory; the host crate guarantees all three.
 #![no_std]
-#![feature(abi_ptx, float_minimum_maximum, macro_metavar_expr_concat, core_intrinsics, asm_experimental_arch, stdarch_nvptx, gpu_intrinsics, gpu_launch_sized_workgroup_mem)]
+#![feature(
+    abi_ptx,
+    float_minimum_maximum,
+    macro_metavar_expr_concat,
+    core_intrinsics,
+    asm_experimental_arch,
+    stdarch_nvptx,
+    gpu_intrinsics,
+    gpu_launch_sized_workgroup_mem
+)]
 #![allow(internal_features)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -74,9 +83,9 @@ pub mod op;
 pub mod seed;
 pub mod select;
 pub mod thread;
-pub mod util;
 pub mod tile;
 pub mod tile_tests;
+pub mod util;
 pub mod warp;
 
 /// Dynamic shared memory every reduction kernel needs: 32 warp slots of the largest accumulator (16 bytes)

@@ -77,7 +77,11 @@ impl TileStates {
             let word = loop {
                 // Tiles before 0 read as an inclusive 0, which ends the walk.
                 // SAFETY: 0 <= pred < tile < gridDim.x; other blocks write the word, so it is read volatile.
-                let w = if pred >= 0 { unsafe { arch::load_coherent(self.words.add(1 + pred as usize)) } } else { INCLUSIVE };
+                let w = if pred >= 0 {
+                    unsafe { arch::load_coherent(self.words.add(1 + pred as usize)) }
+                } else {
+                    INCLUSIVE
+                };
                 // SAFETY: the whole warp runs this loop together (the exit is a warp vote).
                 if !unsafe { warp.any(w & FLAGS == 0) } {
                     break w;
@@ -86,8 +90,16 @@ impl TileStates {
             // SAFETY: converged (the same trip of the outer loop in every lane).
             let inclusive = unsafe { warp.ballot(word & FLAGS == INCLUSIVE) };
             // The nearest inclusive predecessor ends the window: lanes past it do not count.
-            let stop = if inclusive == 0 { 32 } else { inclusive.trailing_zeros() };
-            let mine = if warp.thread_rank() <= stop { word & !FLAGS } else { 0 };
+            let stop = if inclusive == 0 {
+                32
+            } else {
+                inclusive.trailing_zeros()
+            };
+            let mine = if warp.thread_rank() <= stop {
+                word & !FLAGS
+            } else {
+                0
+            };
             // SAFETY: converged, as above.
             prefix += unsafe { warp.all_reduce::<Plus<u64>>(mine) };
             if inclusive != 0 {

@@ -8,7 +8,6 @@ use core::marker::PhantomData;
 
 use crate::warp::Shuffle;
 
-
 /// A reduction operator.
 pub trait ReduceOp {
     /// Element type read from memory.
@@ -105,14 +104,22 @@ pub trait OrdElement: Shuffle {
     /// this with a single NaN-propagating `max`/`min` instruction.
     #[inline(always)]
     fn pick<D: Direction>(a: Self, b: Self) -> Self {
-        if b.is_nan() || (!a.is_nan() && D::better(b, a)) { b } else { a }
+        if b.is_nan() || (!a.is_nan() && D::better(b, a)) {
+            b
+        } else {
+            a
+        }
     }
 
     /// Equal by IEEE or integer order, or both NaN.
     #[inline(always)]
     fn same(self, other: Self) -> bool {
         let (a_nan, b_nan) = (self.is_nan(), other.is_nan());
-        if a_nan || b_nan { a_nan && b_nan } else { !self.lt(other) && !other.lt(self) }
+        if a_nan || b_nan {
+            a_nan && b_nan
+        } else {
+            !self.lt(other) && !other.lt(self)
+        }
     }
 }
 
@@ -267,7 +274,10 @@ pub struct Indexed<T> {
 unsafe impl<T: Shuffle> Shuffle for Indexed<T> {
     #[inline(always)]
     fn map_words(self, mut f: impl FnMut(u32) -> u32) -> Self {
-        Indexed { value: self.value.map_words(&mut f), index: self.index.map_words(f) }
+        Indexed {
+            value: self.value.map_words(&mut f),
+            index: self.index.map_words(f),
+        }
     }
 }
 
@@ -302,7 +312,10 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
     /// The worst value at index `u64::MAX`, so any real element beats or ties it and wins on index.
     #[inline(always)]
     fn identity() -> Indexed<T> {
-        Indexed { value: D::worst(), index: u64::MAX }
+        Indexed {
+            value: D::worst(),
+            index: u64::MAX,
+        }
     }
     #[inline(always)]
     fn lift(x: T, index: u64) -> Indexed<T> {
@@ -325,7 +338,8 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
         });
         pairwise_tree!(tree, len, T::pick::<D>);
         let best = tree[0];
-        let wins = acc.index == u64::MAX || (!acc.value.is_nan() && (best.is_nan() || D::better(best, acc.value)));
+        let wins = acc.index == u64::MAX
+            || (!acc.value.is_nan() && (best.is_nan() || D::better(best, acc.value)));
         if !wins {
             return acc;
         }

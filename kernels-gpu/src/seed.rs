@@ -16,7 +16,11 @@ use crate::warp::{self, FULL_MASK};
 #[inline(always)]
 unsafe fn load_or_zero(input: *const f32, i: u64, n: u64) -> f32 {
     // SAFETY: i < n.
-    if i < n { unsafe { input.add(i as usize).read() } } else { 0.0 }
+    if i < n {
+        unsafe { input.add(i as usize).read() }
+    } else {
+        0.0
+    }
 }
 
 /// Parks this thread's value in its shared-memory slot and waits for the block: the start of v0–v4.
@@ -41,7 +45,13 @@ unsafe fn stage(v: f32) -> *mut f32 {
 #[inline(always)]
 unsafe fn load_one(input: *const f32, n: u64) -> f32 {
     // SAFETY: bounds checked inside.
-    unsafe { load_or_zero(input, block_idx() as u64 * block_dim() as u64 + thread_idx() as u64, n) }
+    unsafe {
+        load_or_zero(
+            input,
+            block_idx() as u64 * block_dim() as u64 + thread_idx() as u64,
+            n,
+        )
+    }
 }
 
 /// Shared tail of v0–v3: thread 0 writes `s[0]`.

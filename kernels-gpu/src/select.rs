@@ -129,7 +129,11 @@ impl<T: Vectorize + Default> Chunk<T> {
     /// No lanes: what a thread past the end holds.
     #[inline(always)]
     fn empty() -> Self {
-        Chunk { values: [T::default(); 16], valid: 0, first: 0 }
+        Chunk {
+            values: [T::default(); 16],
+            valid: 0,
+            first: 0,
+        }
     }
 
     /// Bits of the lanes that are inside the slice and kept by `sel`.
@@ -142,7 +146,9 @@ impl<T: Vectorize + Default> Chunk<T> {
         let mut i = 0;
         while i < T::LANES {
             // SAFETY: a valid lane's index is inside the slice.
-            if self.valid & (1 << i) != 0 && unsafe { sel.keep(self.values[i], self.first + i as u64) } {
+            if self.valid & (1 << i) != 0
+                && unsafe { sel.keep(self.values[i], self.first + i as u64) }
+            {
                 bits |= 1 << i;
             }
             i += 1;
@@ -187,7 +193,12 @@ impl<T: Vectorize + Default> Vectors<T> {
     fn new(input: *const T, n: u64) -> Self {
         let lanes = T::LANES as u64;
         let head = (input as u64 & 15) / size_of::<T>() as u64;
-        Vectors { input, n, head, count: (head + n).div_ceil(lanes) }
+        Vectors {
+            input,
+            n,
+            head,
+            count: (head + n).div_ceil(lanes),
+        }
     }
 
     /// Vector `q`, or an empty chunk past the end.
@@ -204,7 +215,8 @@ impl<T: Vectorize + Default> Vectors<T> {
         let start = q * lanes; // in elements from the aligned address
         c.first = start.wrapping_sub(self.head);
         if start >= self.head && start + lanes <= self.head + self.n {
-            let at = (self.input as u64 - self.head * size_of::<T>() as u64) as *const Vec16<T::Array>;
+            let at =
+                (self.input as u64 - self.head * size_of::<T>() as u64) as *const Vec16<T::Array>;
             // SAFETY: the whole vector is inside the slice, 16-byte aligned by construction of `head`.
             let v = unsafe { arch::load_vec16(at.wrapping_add(q as usize)) };
             let mut i = 0;
@@ -239,7 +251,13 @@ impl<T: Vectorize + Default> Vectors<T> {
 /// `input` valid for `n` reads (unmodified during the kernel), `out` for as many writes as elements are
 /// kept, `count` a valid `u64` holding 0 at launch that no other kernel uses concurrently.
 #[inline(always)]
-pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>>(input: *const T, n: u64, sel: S, out: *mut T, count: *mut u64) {
+pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>>(
+    input: *const T,
+    n: u64,
+    sel: S,
+    out: *mut T,
+    count: *mut u64,
+) {
     const V: usize = VECTORS_PER_THREAD as usize;
     let vectors = Vectors::new(input, n);
     let warp = Tile::<32>::new();

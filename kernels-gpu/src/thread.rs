@@ -61,7 +61,8 @@ where
     let mut v = t;
     while v + (UNROLL - 1) * threads < vectors {
         // All loads first, then the arithmetic: UNROLL independent 16-byte loads in flight.
-        let mut x = [const { core::mem::MaybeUninit::<Vec16<<Op::In as Vectorize>::Array>>::uninit() }; UNROLL as usize];
+        let mut x = [const { core::mem::MaybeUninit::<Vec16<<Op::In as Vectorize>::Array>>::uninit() };
+            UNROLL as usize];
         unroll!(K in [0, 1, 2, 3] {
             // SAFETY: v + K * threads < vectors, so the whole vector lies inside input[head..tail].
             x[K].write(unsafe { arch::load_vec16(body.add((v + K as u64 * threads) as usize)) });
@@ -71,7 +72,10 @@ where
             let (k, j) = (i / lanes as usize, i % lanes as usize);
             // SAFETY: every vector was written in the loop above.
             let vec = unsafe { x[k].assume_init_ref() };
-            (<Op::In as Vectorize>::lane(vec, j), first(v + k as u64 * threads) + j as u64)
+            (
+                <Op::In as Vectorize>::lane(vec, j),
+                first(v + k as u64 * threads) + j as u64,
+            )
         };
         acc = Op::fold_run(acc, UNROLL as usize * lanes as usize, get);
         v += UNROLL * threads;
@@ -79,12 +83,17 @@ where
     while v < vectors {
         // SAFETY: v < vectors.
         let x = unsafe { arch::load_vec16(body.add(v as usize)) };
-        acc = Op::fold_run(acc, lanes as usize, |j| (<Op::In as Vectorize>::lane(&x, j), first(v) + j as u64));
+        acc = Op::fold_run(acc, lanes as usize, |j| {
+            (<Op::In as Vectorize>::lane(&x, j), first(v) + j as u64)
+        });
         v += threads;
     }
     if tail + t < n {
         // SAFETY: tail + t < n.
-        acc = Op::combine(acc, Op::lift(unsafe { input.add((tail + t) as usize).read() }, tail + t));
+        acc = Op::combine(
+            acc,
+            Op::lift(unsafe { input.add((tail + t) as usize).read() }, tail + t),
+        );
     }
     acc
 }
@@ -117,7 +126,14 @@ pub unsafe fn for_each<T: Vectorize + Default>(
     let tail = head + vectors * lanes;
     let element = |i: u64, ok: bool| {
         // SAFETY: read only when `ok`, which the callers below set only for i < n.
-        (if ok { unsafe { input.add(i as usize).read() } } else { T::default() }, ok)
+        (
+            if ok {
+                unsafe { input.add(i as usize).read() }
+            } else {
+                T::default()
+            },
+            ok,
+        )
     };
 
     let (x, ok) = element(t, t < head);
@@ -129,7 +145,8 @@ pub unsafe fn for_each<T: Vectorize + Default>(
     let mut v = t;
     while (v | 31) + (UNROLL - 1) * threads < vectors {
         // All loads first: UNROLL independent 16-byte loads in flight.
-        let mut x = [const { core::mem::MaybeUninit::<Vec16<T::Array>>::uninit() }; UNROLL as usize];
+        let mut x =
+            [const { core::mem::MaybeUninit::<Vec16<T::Array>>::uninit() }; UNROLL as usize];
         unroll!(K in [0, 1, 2, 3] {
             // SAFETY: v + K * threads <= (v | 31) + K * threads < vectors.
             x[K].write(unsafe { arch::load_vec16(body.add((v + K as u64 * threads) as usize)) });

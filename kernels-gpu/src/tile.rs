@@ -31,8 +31,15 @@ impl<const W: u32> Tile<W> {
     /// The tile of `tiled_partition::<W>(this_thread_block())` that holds this thread.
     #[inline(always)]
     pub fn new() -> Self {
-        const { assert!(W.is_power_of_two() && W <= 32, "a tile is 1, 2, 4, 8, 16 or 32 lanes") };
-        Tile { mask: Self::LOW_BITS << Self::first_lane() }
+        const {
+            assert!(
+                W.is_power_of_two() && W <= 32,
+                "a tile is 1, 2, 4, 8, 16 or 32 lanes"
+            )
+        };
+        Tile {
+            mask: Self::LOW_BITS << Self::first_lane(),
+        }
     }
 
     /// Lane of the warp where this tile starts.
@@ -224,7 +231,14 @@ impl<const W: u32> Tile<W> {
             let inclusive = self.inclusive_scan::<Op>(v);
             let shifted = self.shfl_up(inclusive, 1);
             let total = self.shfl(inclusive, W - 1);
-            (if self.thread_rank() == 0 { Op::identity() } else { shifted }, total)
+            (
+                if self.thread_rank() == 0 {
+                    Op::identity()
+                } else {
+                    shifted
+                },
+                total,
+            )
         }
     }
 }

@@ -13,7 +13,11 @@ use crate::tile::Tile;
 /// # Safety
 /// One block; `input` and `out` valid for `blockDim.x` elements; `f` upholds its collective's contract.
 #[inline(always)]
-unsafe fn per_lane<X: Copy, const W: u32>(input: *const X, out: *mut X, f: impl FnOnce(Tile<W>, X) -> X) {
+unsafe fn per_lane<X: Copy, const W: u32>(
+    input: *const X,
+    out: *mut X,
+    f: impl FnOnce(Tile<W>, X) -> X,
+) {
     let t = arch::thread_idx() as usize;
     // SAFETY: t < blockDim.x, per the caller.
     unsafe { out.add(t).write(f(Tile::new(), input.add(t).read())) }

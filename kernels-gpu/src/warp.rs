@@ -29,14 +29,26 @@ macro_rules! shfl_u32 {
         }
     };
 }
-shfl_u32!(/// `__shfl_down_sync` on one word: lane `i` reads lane `i + b` of its segment (its own past the end).
-    shfl_down_u32, "down");
-shfl_u32!(/// `__shfl_up_sync` on one word: lane `i` reads lane `i - b` of its segment (its own below 0).
-    shfl_up_u32, "up");
-shfl_u32!(/// `__shfl_xor_sync` on one word: lane `i` reads lane `i ^ b`.
-    shfl_xor_u32, "bfly");
-shfl_u32!(/// `__shfl_sync` on one word: every lane reads lane `b` of its segment.
-    shfl_idx_u32, "idx");
+shfl_u32!(
+    /// `__shfl_down_sync` on one word: lane `i` reads lane `i + b` of its segment (its own past the end).
+    shfl_down_u32,
+    "down"
+);
+shfl_u32!(
+    /// `__shfl_up_sync` on one word: lane `i` reads lane `i - b` of its segment (its own below 0).
+    shfl_up_u32,
+    "up"
+);
+shfl_u32!(
+    /// `__shfl_xor_sync` on one word: lane `i` reads lane `i ^ b`.
+    shfl_xor_u32,
+    "bfly"
+);
+shfl_u32!(
+    /// `__shfl_sync` on one word: every lane reads lane `b` of its segment.
+    shfl_idx_u32,
+    "idx"
+);
 
 /// The `c` operand of a down/xor/idx shuffle over segments of `width` lanes.
 #[inline(always)]

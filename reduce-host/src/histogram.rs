@@ -1,6 +1,6 @@
 //! [`DeviceHistogram`]: device-wide histograms with evenly spaced bins ([`EvenBins`]), and the 256-bin byte
-//! histogram. Each block counts into a private copy in shared memory and merges it with one atomic per
-//! non-empty bin; histograms too large for shared memory count with global atomics.
+//! histogram. Each block counts into private copies in shared memory (one per lane when they fit) and merges
+//! them with one atomic per non-empty bin; histograms too large for shared memory count with global atomics.
 use std::ffi::{CStr, c_void};
 
 use cust::memory::{DeviceBuffer, DeviceCopy, DeviceSlice};
@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::half::{BF16, F16};
 use crate::reduce::SMEM_BYTES;
-use crate::tuning::{self, Policy};
+use crate::tuning;
 
 mod sealed {
     use std::ffi::CStr;
@@ -216,6 +216,10 @@ struct Plan {
     kernel: &'static CStr,
     bins: u32,
     shared_bytes: u32,
+    /// Whether the kernel counts in shared memory (else straight into global memory).
+    shared: bool,
+    /// `log2` of the private copies per block (the shared kernels' last parameter).
+    copies_log2: u32,
     /// `None` for the byte histogram, whose kernel takes no range.
     even: Option<EvenBins>,
 }
@@ -244,7 +248,6 @@ struct Plan {
 pub struct DeviceHistogram {
     counts: DeviceBuffer<u64>,
     stream: Stream,
-    policy: Policy,
     // Declared last: the context outlives the buffer and stream above.
     gpu: Gpu,
 }
@@ -262,7 +265,6 @@ impl DeviceHistogram {
         Ok(DeviceHistogram {
             counts: DeviceBuffer::zeroed(256)?,
             stream,
-            policy: tuning::policy(gpu.info().cc()),
             gpu: gpu.clone(),
         })
     }
@@ -303,8 +305,9 @@ impl DeviceHistogram {
     }
 
     /// Counts each byte value of `input`: 256 bins, bin `b` for byte `b` (the same as [`even`](Self::even)
-    /// with 256 bins over `[0, 256)` would give for the bytes as f32). The fast path: lanes of a warp that hit
-    /// the same bin are merged into one shared-memory atomic, so skewed data does not serialise.
+    /// with 256 bins over `[0, 256)` would give for the bytes as f32). The fast path: 16 bytes per load, and
+    /// one private copy of the counters per lane, so a warp's shared atomics never collide and skewed data
+    /// counts as fast as uniform data.
     ///
     /// Errors with [`Error::InvalidArgument`] when `C = u32` but `input` has more than `u32::MAX` bytes.
     pub fn even_u8<C: Counter>(&mut self, input: &DeviceSlice<u8>) -> Result<Vec<C>> {
@@ -327,6 +330,7 @@ impl DeviceHistogram {
 
     fn even_plan<T: HistogramSample, C: Counter>(even: EvenBins) -> Plan {
         let shared = even.bins() <= Self::MAX_SHARED_BINS;
+        let copies_log2 = Self::copies_log2(even.bins);
         Plan {
             kernel: if shared {
                 T::SHARED[C::INDEX]
@@ -335,21 +339,36 @@ impl DeviceHistogram {
             },
             bins: even.bins,
             shared_bytes: if shared {
-                (even.bins * 4).max(SMEM_BYTES)
+                (even.bins << copies_log2) * 4
             } else {
-                SMEM_BYTES
-            },
+                0
+            }
+            .max(SMEM_BYTES),
+            shared,
+            copies_log2,
             even: Some(even),
         }
     }
 
     fn bytes_plan<C: Counter>() -> Plan {
+        let copies_log2 = Self::copies_log2(256);
         Plan {
             kernel: C::BYTES,
             bins: 256,
-            shared_bytes: SMEM_BYTES.max(256 * 4),
+            shared_bytes: (256 << copies_log2) * 4,
+            shared: true,
+            copies_log2,
             even: None,
         }
+    }
+
+    /// Private copies per block, as a power of two: one per lane (32) when they fit in shared memory, which
+    /// makes every warp's shared atomics conflict-free, else as many as fit.
+    fn copies_log2(bins: u32) -> u32 {
+        (0..=5)
+            .rev()
+            .find(|&k| (bins as usize) << k <= Self::MAX_SHARED_BINS)
+            .unwrap_or(0)
     }
 
     /// Refuses `u32` counters for inputs whose bins could overflow them.
@@ -434,21 +453,29 @@ impl DeviceHistogram {
         let f = self.gpu.function(plan.kernel)?;
         let shape = Launch {
             grid: self.grid(f, n, std::mem::size_of::<T>(), plan.shared_bytes)?,
-            block: self.policy.threads,
+            block: tuning::HISTOGRAM_THREADS,
             shared_bytes: plan.shared_bytes,
         };
         let mut out = out;
-        let mut base = [arg(&mut input_ptr), arg(&mut n), arg(&mut out)];
+        let base = [arg(&mut input_ptr), arg(&mut n), arg(&mut out)];
         match plan.even {
             None => {
-                // SAFETY: `histogram_bytes_*` takes (input: *const u8, n: u64, out: *mut C); `input` is valid
-                // for `n` reads (a live, aligned DeviceSlice), `out` for 256 counters (the caller), and the
-                // launch gives the 1 KiB of shared memory the 256 private counters take.
-                unsafe { driver::launch(f, shape, stream, &mut base) }
+                // SAFETY: `histogram_bytes_*` takes (input: *const u8, n: u64, out: *mut C, copies_log2: u32);
+                // `input` is valid for `n` reads (a live, aligned DeviceSlice), `out` for 256 counters (the
+                // caller), and the launch gives the 4 · 256 · 2^copies_log2 bytes of shared memory the private
+                // copies take (`bytes_plan`).
+                let mut copies_log2 = plan.copies_log2;
+                let mut args = [base[0], base[1], base[2], arg(&mut copies_log2)];
+                unsafe { driver::launch(f, shape, stream, &mut args) }
             }
             Some(even) => {
-                let (mut bins, mut lower, mut upper, mut scale) =
-                    (even.bins, even.lower, even.upper, even.scale);
+                let (mut bins, mut lower, mut upper, mut scale, mut copies_log2) = (
+                    even.bins,
+                    even.lower,
+                    even.upper,
+                    even.scale,
+                    plan.copies_log2,
+                );
                 let mut args = [
                     base[0],
                     base[1],
@@ -457,12 +484,20 @@ impl DeviceHistogram {
                     arg(&mut lower),
                     arg(&mut upper),
                     arg(&mut scale),
+                    arg(&mut copies_log2),
                 ];
-                // SAFETY: `histogram_{shared,global}_*` take (input: *const T, n: u64, out: *mut C, bins: u32,
-                // lower: f32, upper: f32, scale: f32); `input` is valid for `n` reads, `out` for `bins`
-                // counters, the range was checked by `EvenBins::new`, and the shared kernel gets 4 · bins
-                // bytes of shared memory (`even_plan`).
-                unsafe { driver::launch(f, shape, stream, &mut args) }
+                // The global kernel has no copies: it takes the first seven arguments.
+                let args = if plan.shared {
+                    &mut args[..]
+                } else {
+                    &mut args[..7]
+                };
+                // SAFETY: `histogram_shared_*` takes (input: *const T, n: u64, out: *mut C, bins: u32,
+                // lower: f32, upper: f32, scale: f32, copies_log2: u32), `histogram_global_*` the same without
+                // `copies_log2`; `input` is valid for `n` reads, `out` for `bins` counters, the range was
+                // checked by `EvenBins::new`, and the shared kernel gets 4 · bins · 2^copies_log2 bytes of
+                // shared memory (`even_plan`).
+                unsafe { driver::launch(f, shape, stream, args) }
             }
         }
     }
@@ -471,11 +506,11 @@ impl DeviceHistogram {
     /// fit on the device, and with enough blocks that none counts `u32::MAX` samples into its private `u32`
     /// counters (a block sees at most `n / grid` plus one trip's worth, well below 2^32 when `n / grid <= 2^31`).
     fn grid(&self, f: CUfunction, n: u64, elem_size: usize, shared_bytes: u32) -> Result<u32> {
-        let policy = &self.policy;
-        let fit = driver::max_active_blocks(f, policy.threads, shared_bytes)?.max(1);
-        let per_sm = policy.blocks_per_sm.min(fit);
-        let max = (self.gpu.info().sm_count * per_sm).max(1) as u64;
-        let want = n.div_ceil(tuning::elements_per_block_trip(policy, elem_size));
+        let threads = tuning::HISTOGRAM_THREADS;
+        let fit = driver::max_active_blocks(f, threads, shared_bytes)?.max(1);
+        let max = (self.gpu.info().sm_count * fit).max(1) as u64;
+        // One trip of a block: threads × one 16-byte vector × the unroll of 4.
+        let want = n.div_ceil(threads as u64 * (16 / elem_size as u64) * 4);
         let grid = want.clamp(1, max).max(n.div_ceil(1 << 31));
         u32::try_from(grid)
             .map_err(|_| Error::InvalidArgument(format!("{n} samples need too many blocks")))
@@ -577,8 +612,18 @@ mod tests {
     fn large_histograms_leave_shared_memory() {
         let plan =
             |bins| DeviceHistogram::even_plan::<f32, u32>(EvenBins::new(bins, 0.0, 1.0).unwrap());
-        assert_eq!(plan(7).shared_bytes, SMEM_BYTES);
-        assert_eq!(plan(1000).shared_bytes, 4000);
+        // One copy per lane while 32 fit in 48 KiB, then fewer.
+        assert_eq!((plan(7).copies_log2, plan(7).shared_bytes), (5, SMEM_BYTES));
+        assert_eq!(
+            (plan(256).copies_log2, plan(256).shared_bytes),
+            (5, 32 * 1024)
+        );
+        assert_eq!(
+            (plan(1000).copies_log2, plan(1000).shared_bytes),
+            (3, 32000)
+        );
+        let most = plan(DeviceHistogram::MAX_SHARED_BINS);
+        assert_eq!((most.copies_log2, most.shared_bytes), (0, 48 * 1024));
         assert_eq!(
             plan(DeviceHistogram::MAX_SHARED_BINS).kernel,
             c"histogram_shared_f32_u32"

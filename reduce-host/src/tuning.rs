@@ -42,6 +42,12 @@ const TABLE: &[(u32, Policy)] = &[
     ),
 ];
 
+/// Threads per block of the histogram kernels, on every arch. A block's 32 private copies of 256 bins take
+/// 32 KiB of shared memory, so blocks of 256 threads would fill only 7/8 of an H200 SM's threads; 512-thread
+/// blocks fill 3/4 (limited by registers) and measured fastest for both the f32 and the byte histogram
+/// (docs/PERFORMANCE.md). The grid holds as many as fit.
+pub const HISTOGRAM_THREADS: u32 = 512;
+
 /// The policy for compute capability `cc`.
 pub fn policy(cc: u32) -> Policy {
     TABLE

@@ -9,7 +9,9 @@ use rand::Rng;
 use reduce_host::{BF16, Counter, DeviceHistogram, Error, F16, HistogramSample, cpu};
 
 const SIZES: [usize; 5] = [0, 1, 33, 1025, (1 << 20) + 3];
-const BINS: [usize; 6] = [1, 7, 256, 1000, 20000, 100000];
+// Bin counts that take 32, 8, 2 and 1 private copies per block (12288 is the most in shared memory), and
+// the global-memory fallback.
+const BINS: [usize; 8] = [1, 7, 256, 1000, 6000, 12288, 20000, 100000];
 
 /// A handle on device 0; a GPU test without one is a failure, not a pass.
 fn gpu() -> DeviceHistogram {
@@ -137,7 +139,7 @@ fn skewed_data_ninety_percent_in_one_bin() {
             }
         })
         .collect();
-    for bins in [7, 256, 1000, 20000] {
+    for bins in [7, 256, 1000, 12288, 20000] {
         check_even::<f32, u32>(
             &mut hist,
             &host,

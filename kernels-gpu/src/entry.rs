@@ -162,7 +162,7 @@ macro_rules! select_kernels {
             #[unsafe(export_name = concat!("select_unordered_", stringify!($tag)))]
             pub unsafe extern "ptx-kernel" fn unordered(input: *const T, n: u64, threshold: T, out: *mut T, count: *mut u64) {
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::select::unordered(input, n, If(<$pred>::new(threshold)), out, count) }
+                unsafe { crate::select::unordered::<_, _, UNORDERED_VECTORS>(input, n, If(<$pred>::new(threshold)), out, count) }
             }
 
             /// # Safety
@@ -172,7 +172,7 @@ macro_rules! select_kernels {
                 input: *const T, n: u64, threshold: T, out: *mut T, count: *mut u64, states: *mut u64,
             ) {
                 // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
-                unsafe { crate::select::stable(input, n, If(<$pred>::new(threshold)), out, count, states) }
+                unsafe { crate::select::stable::<_, _, STABLE_VECTORS>(input, n, If(<$pred>::new(threshold)), out, count, states) }
             }
         }
     )*};
@@ -188,7 +188,7 @@ macro_rules! flagged_kernels {
             input: *const $t, flags: *const u8, n: u64, out: *mut $t, count: *mut u64, states: *mut u64,
         ) {
             // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
-            unsafe { crate::select::stable(input, n, crate::select::Flagged(flags), out, count, states) }
+            unsafe { crate::select::stable::<_, _, { crate::select::STABLE_VECTORS }>(input, n, crate::select::Flagged(flags), out, count, states) }
         }
     )*};
 }
@@ -202,3 +202,4 @@ mod select {
     }
     flagged_kernels!(f32);
 }
+

@@ -4,8 +4,8 @@
 //!   ranks its lanes with `popc`, and reserves its output range with one `atomicAdd` for all of its
 //!   elements. The order of the output depends on which warp wins each atomic, so it is unspecified.
 //! - [`stable`]: order-preserving, in one pass. Each block takes the next tile of the input, counts its
-//!   kept elements with a block scan, finds how many all earlier tiles kept by decoupled look-back
-//!   ([`crate::lookback`]) and writes its elements at their final positions.
+//!   kept elements with a block scan, compacts them in shared memory, finds how many all earlier tiles kept
+//!   by decoupled look-back ([`crate::lookback`]) and writes them out as one contiguous run.
 //!
 //! Both read the input as 16-byte vectors counted from the aligned address at or below its start; the
 //! lanes of the first and last vector that lie outside the slice are never read (see [`Vectors`]).
@@ -17,9 +17,14 @@ use crate::thread::Vectorize;
 use crate::tile::Tile;
 use crate::warp;
 
-/// Vectors each thread handles per warp round ([`unordered`]) or per tile ([`stable`]). The host sizes its
-/// grids with the same number.
-pub const VECTORS_PER_THREAD: u64 = 4;
+/// Vectors each lane handles per round of the exported [`unordered`] kernels: 8 × 16 bytes, so a warp's one
+/// atomic reserves room for up to 1024 f32 (all warps' atomics hit one counter, whose throughput bounds the
+/// kernel: 4 vectors took 940 µs on 2^28 f32, 8 take 680 µs on the H200).
+pub const UNORDERED_VECTORS: usize = 8;
+
+/// Vectors each thread handles per tile of the exported [`stable`] kernels. The host sizes its grid (one block
+/// per tile) and the staging memory with the same number.
+pub const STABLE_VECTORS: usize = 4;
 
 /// A test on one element, built from the kernel's `threshold` parameter (which tests that need none ignore).
 pub trait Predicate<T>: Copy {
@@ -201,6 +206,34 @@ impl<T: Vectorize + Default> Vectors<T> {
         }
     }
 
+    /// Whether vectors `a..b` lie wholly inside the slice, so [`load_whole`](Self::load_whole) may read them.
+    #[inline(always)]
+    fn whole(self, a: u64, b: u64) -> bool {
+        let lanes = T::LANES as u64;
+        a * lanes >= self.head && b * lanes <= self.head + self.n
+    }
+
+    /// Vector `q`, which lies wholly inside the slice: one 16-byte load, every lane valid.
+    ///
+    /// # Safety
+    /// As [`load`](Self::load), and `whole(q, q + 1)`.
+    #[inline(always)]
+    unsafe fn load_whole(self, q: u64) -> Chunk<T> {
+        let lanes = T::LANES as u64;
+        let mut c = Chunk::<T>::empty();
+        c.first = (q * lanes).wrapping_sub(self.head);
+        let at = (self.input as u64 - self.head * size_of::<T>() as u64) as *const Vec16<T::Array>;
+        // SAFETY: the vector is inside the slice (caller), 16-byte aligned by construction of `head`.
+        let v = unsafe { arch::load_vec16(at.wrapping_add(q as usize)) };
+        let mut i = 0;
+        while i < T::LANES {
+            c.values[i] = T::lane(&v, i);
+            i += 1;
+        }
+        c.valid = (1 << T::LANES) - 1;
+        c
+    }
+
     /// Vector `q`, or an empty chunk past the end.
     ///
     /// # Safety
@@ -243,98 +276,134 @@ impl<T: Vectorize + Default> Vectors<T> {
 
 /// Unordered compaction of `input[0..n]` into `out`, adding the number kept to `*count`.
 ///
-/// Every warp walks the grid in rounds of [`VECTORS_PER_THREAD`] vectors per lane. For each element slot
-/// of a round, `ballot` gives the warp's bitmap of kept elements and `popc` of its bits below a lane gives
-/// that lane's rank; lane 0 then reserves the round's total with one atomic add and broadcasts the base.
+/// Every warp walks the grid in rounds of `V` vectors per lane. A warp sum gives the round's kept total, which
+/// lane 0 reserves with one atomic add and broadcasts; then for each element slot `ballot` gives the warp's
+/// bitmap of kept elements and `popc` of its bits below a lane that lane's rank.
 ///
 /// # Safety
 /// `input` valid for `n` reads (unmodified during the kernel), `out` for as many writes as elements are
 /// kept, `count` a valid `u64` holding 0 at launch that no other kernel uses concurrently.
 #[inline(always)]
-pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>>(
+pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     input: *const T,
     n: u64,
     sel: S,
     out: *mut T,
     count: *mut u64,
 ) {
-    const V: usize = VECTORS_PER_THREAD as usize;
     let vectors = Vectors::new(input, n);
-    let warp = Tile::<32>::new();
-    let lane = warp.thread_rank() as u64;
+    let lane = arch::lane_id() as u64;
     let threads = arch::grid_threads();
-    let below = warp::lanemask_lt();
-    // The loop bound is the warp's first vector, so every lane makes the same trips (the ballots need all).
+    // Loop bounds use the warp's first vector, so every lane makes the same trips (the ballots need all).
     let mut first = arch::global_thread_idx() - lane;
-    while first < vectors.count {
-        let mut chunks = [Chunk::<T>::empty(); V];
-        let mut k = 0;
-        while k < V {
-            // SAFETY: `load` checks q against the vector count.
-            chunks[k] = unsafe { vectors.load(first + lane + k as u64 * threads) };
-            k += 1;
-        }
-        // One ballot per element slot: `votes[k][i]` has bit l when lane l keeps lane i of its vector k.
-        let mut keep = [0u32; V];
-        let mut votes = [[0u32; 16]; V];
-        let mut total = 0u32;
-        k = 0;
-        while k < V {
-            // SAFETY: valid lanes only.
-            keep[k] = unsafe { chunks[k].keep(sel) };
-            let mut i = 0;
-            while i < T::LANES {
-                // SAFETY: every lane of the warp is here (uniform loop bounds).
-                votes[k][i] = unsafe { warp.ballot(keep[k] & (1 << i) != 0) };
-                total += votes[k][i].count_ones();
-                i += 1;
-            }
-            k += 1;
-        }
-        let mut base = 0u64;
-        if lane == 0 && total > 0 {
-            // SAFETY: `count` is a valid u64 (caller); one atomic per warp and round.
-            base = unsafe { arch::atomic_add_u64(count, total as u64) };
-        }
-        // SAFETY: converged: the branch above has closed.
-        base = unsafe { warp.shfl(base, 0) };
-        k = 0;
-        while k < V {
-            let mut i = 0;
-            while i < T::LANES {
-                if keep[k] & (1 << i) != 0 {
-                    let at = base + (votes[k][i] & below).count_ones() as u64;
-                    // SAFETY: `at` is inside the range this warp reserved.
-                    unsafe { out.add(at as usize).write(chunks[k].values[i]) };
-                }
-                base += votes[k][i].count_ones() as u64;
-                i += 1;
-            }
-            k += 1;
-        }
-        first += V as u64 * threads;
+    let step = V as u64 * threads;
+    let span = 32 + (V as u64 - 1) * threads;
+    // A ragged round takes its vectors one at a time, bounds-checked: fewer registers live than a full round.
+    #[inline(always)]
+    unsafe fn ragged<T: Vectorize + Default, S: Selector<T>, const V: usize>(
+        vectors: Vectors<T>, q: u64, threads: u64, sel: S, out: *mut T, count: *mut u64,
+    ) {
+        each_index!(K < V, {
+            let q = q + K as u64 * threads;
+            // SAFETY: `load` checks q; the caller calls this warp-uniformly.
+            unsafe { unordered_round::<T, S, 1>(|_| vectors.load(q), sel, out, count) }
+        });
     }
+    // Three phases, so the hot loop holds only whole rounds: warp 0's first round when the slice starts
+    // inside a vector, the rounds wholly inside the slice, then the ragged end.
+    if first < vectors.count && !vectors.whole(first, first + 1) {
+        // SAFETY: warp-uniform (`first` is the warp's).
+        unsafe { ragged::<T, S, V>(vectors, first + lane, threads, sel, out, count) };
+        first += step;
+    }
+    while first < vectors.count && vectors.whole(first, first + span) {
+        let mine = first + lane;
+        // SAFETY: the warp's whole round is inside the slice; the loop is warp-uniform.
+        unsafe { unordered_round::<T, S, V>(|k| vectors.load_whole(mine + k as u64 * threads), sel, out, count) };
+        first += step;
+    }
+    while first < vectors.count {
+        // SAFETY: as above.
+        unsafe { ragged::<T, S, V>(vectors, first + lane, threads, sel, out, count) };
+        first += step;
+    }
+}
+
+/// One round of [`unordered`]: `load(k)` gives this lane's vector `k`.
+///
+/// # Safety
+/// Called by the whole warp, converged; `load` safe to call for `k < V`; the rest as [`unordered`].
+#[inline(always)]
+unsafe fn unordered_round<T: Vectorize + Default, S: Selector<T>, const V: usize>(
+    load: impl Fn(usize) -> Chunk<T>,
+    sel: S,
+    out: *mut T,
+    count: *mut u64,
+) {
+    const { assert!(V * T::LANES <= 64, "at most 64 element slots per round") };
+    let warp = Tile::<32>::new();
+    let below = warp::lanemask_lt();
+    let mut chunks = [Chunk::<T>::empty(); V];
+    each_index!(K < V, { chunks[K] = load(K) });
+    // One ballot per element slot `s` (lane `s % LANES` of vector `s / LANES`); a kept element's place is
+    // its slot's offset in the round plus its rank among the warp's kept elements of that slot.
+    let lanes = T::LANES;
+    let mut keep = [0u32; V];
+    // SAFETY: valid lanes only.
+    each_index!(K < V, { keep[K] = unsafe { chunks[K].keep(sel) } });
+    let kept = |s: usize| keep[s / lanes] & (1 << (s % lanes)) != 0;
+    // The round's total first (so the reservation needs no per-slot state), then per slot a ballot ranks the
+    // kept lanes and they store at once.
+    let mine = (0..V).map(|k| keep[k].count_ones()).sum::<u32>();
+    // SAFETY: every lane of the warp is here (the caller).
+    let total = unsafe { warp.reduce::<Plus<u32>>(mine) };
+    let mut base = 0u64;
+    if warp.thread_rank() == 0 && total > 0 {
+        // SAFETY: `count` is a valid u64 (caller); one atomic per warp and round.
+        base = unsafe { arch::atomic_add_u64(count, total as u64) };
+    }
+    // SAFETY: converged: the branch above has closed.
+    base = unsafe { warp.shfl(base, 0) };
+    each_index!(S < V * lanes, {
+        // SAFETY: every lane of the warp is here.
+        let vote = unsafe { warp.ballot(kept(S)) };
+        if kept(S) {
+            let x = chunks[S / lanes].values[S % lanes];
+            let at = base + (vote & below).count_ones() as u64;
+            // SAFETY: `at` is inside the range this warp reserved.
+            unsafe { out.add(at as usize).write(x) };
+        }
+        #[allow(unused_assignments)] // the last slot's
+        {
+            base += vote.count_ones() as u64;
+        }
+    });
 }
 
 /// Shared-memory word that carries the block's tile number (past the block scan's slots).
 const TILE_WORD: usize = 40;
 /// Shared-memory word that carries the block's output offset.
 const PREFIX_WORD: usize = 41;
+/// Byte offset of the staging area of [`stable`]'s staged variant (16-byte aligned, past PREFIX_WORD).
+pub const STAGE_OFFSET: usize = 384;
 
-/// Order-preserving compaction of `input[0..n]` into `out`, one tile of `blockDim.x *`
-/// [`VECTORS_PER_THREAD`] vectors per block; the block of the last tile writes the number kept to `*count`.
+/// Order-preserving compaction of `input[0..n]` into `out`, one tile of `blockDim.x * V` vectors per block;
+/// the block of the last tile writes the number kept to `*count`.
 ///
 /// Within a tile, vector `r * blockDim.x + t` goes to thread `t` (round `r`), so loads are coalesced. The
 /// block scans all rounds at once: thread `t` packs its kept count of round `r` into bits `16r..16r+16` of
 /// one `u64` (a round keeps at most 1024 × 16 < 2^16 elements, so the fields never carry into each other).
+/// The kept elements are compacted into shared memory at their places in the tile while warp 0 looks back,
+/// then the block writes them out as one contiguous run: whole lines, where writing from registers would
+/// scatter partial ones.
 ///
 /// # Safety
 /// `input` valid for `n > 0` reads (unmodified during the kernel), `out` for as many writes as elements are
 /// kept, `count` for one write; `states` as [`TileStates::new`]; `gridDim.x` must be the number of tiles,
-/// `ceil(vectors / (blockDim.x * VECTORS_PER_THREAD))`; shared memory of at least `8 * (PREFIX_WORD + 1)`
-/// bytes (`SMEM_BYTES` is enough).
+/// `ceil(vectors / (blockDim.x * V))`; `V <= 4`; shared memory of at least
+/// `STAGE_OFFSET + blockDim.x * V * 16` bytes.
 #[inline(always)]
-pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>>(
+pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     input: *const T,
     n: u64,
     sel: S,
@@ -342,7 +411,7 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>>(
     count: *mut u64,
     states: *mut u64,
 ) {
-    const V: usize = VECTORS_PER_THREAD as usize;
+    const { assert!(V <= 4, "four 16-bit round counts per u64") };
     let vectors = Vectors::new(input, n);
     // SAFETY: forwarded to the caller.
     let states = unsafe { TileStates::new(states) };
@@ -356,19 +425,40 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>>(
     unsafe { arch::sync_threads() };
     // SAFETY: written before the barrier.
     let tile = unsafe { words.add(TILE_WORD).read() } as u32;
-
     let per_round = arch::block_dim() as u64;
-    let tile_first = tile as u64 * per_round * V as u64 + arch::thread_idx() as u64;
+    let tile_first = tile as u64 * per_round * V as u64;
+    let mine = tile_first + arch::thread_idx() as u64;
+    let load = |r: usize| mine + r as u64 * per_round;
+    // Tiles wholly inside the slice (all but at most two) skip the per-lane bounds checks.
+    // SAFETY (both arms): `load_whole` only when the tile is inside, `load` checks; the branch is
+    // block-uniform, as `stable_tile` needs.
+    if vectors.whole(tile_first, tile_first + per_round * V as u64) {
+        unsafe { stable_tile::<T, S, V>(|r| vectors.load_whole(load(r)), sel, out, count, states, tile) }
+    } else {
+        unsafe { stable_tile::<T, S, V>(|r| vectors.load(load(r)), sel, out, count, states, tile) }
+    }
+}
+
+/// The tile of [`stable`] numbered `tile`: `load(r)` gives this thread's vector of round `r`.
+///
+/// # Safety
+/// Called by every thread of the block; the rest as [`stable`].
+#[inline(always)]
+unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize>(
+    load: impl Fn(usize) -> Chunk<T>,
+    sel: S,
+    out: *mut T,
+    count: *mut u64,
+    states: TileStates,
+    tile: u32,
+) {
+    // SAFETY: as in `stable`.
+    let words = unsafe { arch::shared::<u64>() };
     let mut chunks = [Chunk::<T>::empty(); V];
+    each_index!(R < V, { chunks[R] = load(R) });
     let mut keep = [0u32; V];
     let mut packed = 0u64;
     let mut r = 0;
-    while r < V {
-        // SAFETY: `load` checks the vector index.
-        chunks[r] = unsafe { vectors.load(tile_first + r as u64 * per_round) };
-        r += 1;
-    }
-    r = 0;
     while r < V {
         // SAFETY: valid lanes only are tested.
         keep[r] = unsafe { chunks[r].keep(sel) };
@@ -380,6 +470,20 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>>(
     let field = |w: u64, r: usize| (w >> (16 * r)) & 0xffff;
     let aggregate = (0..V).map(|r| field(totals, r)).sum::<u64>();
 
+    {
+        // Compact the tile into shared memory at its tile-local places (no prefix needed yet), so the global
+        // writes below are whole contiguous runs instead of scattered partial lines.
+        // SAFETY: the staging area starts past PREFIX_WORD and holds a whole tile (the launch contract).
+        let stage = unsafe { (words as *mut u8).add(STAGE_OFFSET) } as *mut T;
+        let mut at = 0u64;
+        r = 0;
+        while r < V {
+            // SAFETY: tile-local places are below the tile's element count.
+            unsafe { chunks[r].write(keep[r], stage, at + field(before, r)) };
+            at += field(totals, r);
+            r += 1;
+        }
+    }
     if arch::warp_id() == 0 {
         // SAFETY: warp 0 is whole and converged; the tile number came from `next_tile`.
         let prefix = unsafe { states.exclusive_prefix(Tile::<32>::new(), tile, aggregate) };
@@ -395,12 +499,13 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>>(
     // SAFETY: every thread reaches this barrier.
     unsafe { arch::sync_threads() };
     // SAFETY: written before the barrier.
-    let mut at = unsafe { words.add(PREFIX_WORD).read() };
-    r = 0;
-    while r < V {
-        // SAFETY: the positions of kept elements are below the total kept, which `out` can hold.
-        unsafe { chunks[r].write(keep[r], out, at + field(before, r)) };
-        at += field(totals, r);
-        r += 1;
+    let prefix = unsafe { words.add(PREFIX_WORD).read() };
+    // SAFETY: as above; the staged elements were written before the barrier.
+    let stage = unsafe { (words as *mut u8).add(STAGE_OFFSET) } as *const T;
+    let mut j = arch::thread_idx() as u64;
+    while j < aggregate {
+        // SAFETY: j < aggregate, the tile's kept count, and prefix + aggregate <= the total kept.
+        unsafe { out.add((prefix + j) as usize).write(stage.add(j as usize).read()) };
+        j += arch::block_dim() as u64;
     }
 }

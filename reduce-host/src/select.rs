@@ -13,9 +13,17 @@ use crate::last_use::LastUse;
 use crate::reduce::SMEM_BYTES;
 use crate::tuning::{self, Policy};
 
-/// Vectors of 16 bytes each thread handles per round or tile; must match kernels-gpu's
-/// `select::VECTORS_PER_THREAD` (a CPU test checks).
-pub const VECTORS_PER_THREAD: u64 = 4;
+/// Vectors of 16 bytes each thread handles per tile of the stable kernels; must match kernels-gpu's
+/// `select::STABLE_VECTORS` (a CPU test checks).
+pub const STABLE_VECTORS: u64 = 4;
+
+/// Where the stable kernels' staging area starts in shared memory; must match kernels-gpu's
+/// `select::STAGE_OFFSET` (a CPU test checks). A tile's kept elements are compacted there before they are
+/// written out, so the global writes are whole contiguous runs.
+pub const STAGE_OFFSET: u32 = 384;
+
+/// Dynamic shared memory a block may use without opting in.
+const SHARED_LIMIT: u32 = 48 * 1024;
 
 mod sealed {
     pub trait Sealed {}
@@ -190,7 +198,10 @@ impl DeviceSelect {
                 last_use: LastUse::new()?,
             },
             stream,
-            policy: tuning::policy(gpu.info().cc()),
+            policy: Policy {
+                threads: tuning::SELECT_THREADS,
+                ..tuning::policy(gpu.info().cc())
+            },
             gpu: gpu.clone(),
         })
     }
@@ -201,7 +212,8 @@ impl DeviceSelect {
     }
 
     /// Forces a launch policy, e.g. to test odd block sizes: `threads` must be a multiple of 32 in
-    /// 32..=1024 and `blocks_per_sm` at least 1 (`finalize_threads` is not used here).
+    /// 32..=1024 and `blocks_per_sm` at least 1 (`finalize_threads` is not used here). The stable kernels
+    /// use at most 736 threads, whose tile still fits the 48 KiB of shared memory a block gets.
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
         if !policy.threads.is_multiple_of(32) || !(32..=1024).contains(&policy.threads) {
             return Err(Error::InvalidArgument(format!(
@@ -396,6 +408,11 @@ impl DeviceSelect {
             | Selection::Flagged { kernel, .. } => self.gpu.function(kernel)?,
         };
         policy.threads = driver::fit_block(kernel, policy.threads)?;
+        if !matches!(selection, Selection::Unordered { .. }) {
+            // The stable kernels stage a whole tile in shared memory.
+            let most = (SHARED_LIMIT - STAGE_OFFSET) / (STABLE_VECTORS as u32 * 16) / 32 * 32;
+            policy.threads = policy.threads.min(most);
+        }
         self.tiles.last_use.acquire(stream)?;
         let launched = (|| match selection {
             Selection::Unordered {
@@ -403,6 +420,12 @@ impl DeviceSelect {
                 mut threshold,
             } => {
                 let f = self.gpu.function(&kernel)?;
+                // Grid-stride: one resident wave at most, so no block runs alone at the end.
+                let resident = driver::max_active_blocks(f, policy.threads, SMEM_BYTES)?.max(1);
+                let policy = Policy {
+                    blocks_per_sm: policy.blocks_per_sm.min(resident),
+                    ..policy
+                };
                 let grid = tuning::grid_for(&policy, self.gpu.info().sm_count, n, size as usize);
                 let shape = Launch {
                     grid,
@@ -522,19 +545,24 @@ impl Scratch {
         let shape = Launch {
             grid,
             block: policy.threads,
-            shared_bytes: SMEM_BYTES,
+            shared_bytes: stable_shared_bytes(policy.threads),
         };
         Ok((shape, states))
     }
 }
 
+/// Dynamic shared memory of a stable block of `threads`: the scan's words, then a whole tile of staging.
+fn stable_shared_bytes(threads: u32) -> u32 {
+    STAGE_OFFSET + threads * STABLE_VECTORS as u32 * 16
+}
+
 /// Tiles of the stable kernels for `n` elements of `size` bytes at `addr`: the input is cut into 16-byte
-/// vectors from the aligned address at or below it, and a tile is `threads × VECTORS_PER_THREAD` vectors.
+/// vectors from the aligned address at or below it, and a tile is `threads × STABLE_VECTORS` vectors.
 pub fn stable_tiles(policy: &Policy, addr: u64, n: u64, size: u64) -> u64 {
     let lanes = 16 / size;
     let head = (addr % 16) / size;
     let vectors = (head + n).div_ceil(lanes);
-    vectors.div_ceil(policy.threads as u64 * VECTORS_PER_THREAD)
+    vectors.div_ceil(policy.threads as u64 * STABLE_VECTORS)
 }
 
 impl Drop for DeviceSelect {

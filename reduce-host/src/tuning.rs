@@ -48,6 +48,11 @@ const TABLE: &[(u32, Policy)] = &[
 /// (docs/PERFORMANCE.md). The grid holds as many as fit.
 pub const HISTOGRAM_THREADS: u32 = 512;
 
+/// Threads per block of the compaction kernels (`DeviceSelect`'s default policy). A stable tile is
+/// `threads × 4` vectors: larger tiles mean fewer look-backs, whose latency every block waits out at a
+/// barrier; 512 measured fastest on the H200 (docs/PERFORMANCE.md).
+pub const SELECT_THREADS: u32 = 512;
+
 /// The policy for compute capability `cc`.
 pub fn policy(cc: u32) -> Policy {
     TABLE

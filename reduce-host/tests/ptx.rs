@@ -171,16 +171,23 @@ fn compaction_uses_votes_atomics_and_look_back() {
 }
 
 #[test]
-fn compaction_vectors_per_thread_matches_the_kernel_crate() {
+fn compaction_constants_match_the_kernel_crate() {
     let select = include_str!("../../kernels-gpu/src/select.rs");
-    let want = format!(
-        "pub const VECTORS_PER_THREAD: u64 = {};",
-        reduce_host::select::VECTORS_PER_THREAD
-    );
-    assert!(
-        select.contains(&want),
-        "kernels-gpu's VECTORS_PER_THREAD differs from reduce-host's ({want})"
-    );
+    for want in [
+        format!(
+            "pub const STABLE_VECTORS: usize = {};",
+            reduce_host::select::STABLE_VECTORS
+        ),
+        format!(
+            "pub const STAGE_OFFSET: usize = {};",
+            reduce_host::select::STAGE_OFFSET
+        ),
+    ] {
+        assert!(
+            select.contains(&want),
+            "kernels-gpu's select constants differ from reduce-host's ({want})"
+        );
+    }
 }
 
 #[test]

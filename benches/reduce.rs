@@ -87,7 +87,7 @@ impl Kind {
                 "v5 + 4 independent 16-byte loads per trip, unaligned head/tail, ld.global.nc; 2 launches"
             }
             Kind::Production(Op::Sum, Combine::LastBlock) => {
-                "one launch: fence + ticket, last block combines in fixed order"
+                "the default: one launch; fence + ticket, the last block combines in a fixed order"
             }
             Kind::Production(Op::Sum, Combine::Atomic) => {
                 "one launch: red.add per block (not reproducible)"
@@ -145,7 +145,7 @@ impl Bench {
             Ok(())
         };
         let us = timing::time_us(&self.gpu, &self.stream, n as u64, copies, &mut enqueue)?;
-        self.reduce.set_combine(Combine::TwoPass);
+        self.reduce.set_combine(Combine::default());
         Ok(us)
     }
 
@@ -164,7 +164,7 @@ impl Bench {
                             == cpu::argmax(host)
                     }
                 };
-                self.reduce.set_combine(Combine::TwoPass);
+                self.reduce.set_combine(Combine::default());
                 ok
             }
         };
@@ -273,8 +273,8 @@ fn run() -> Result<bool, BoxError> {
             .map(|c| Kind::Production(Op::Sum, c)),
     );
     kinds.extend([
-        Kind::Production(Op::Max, Combine::TwoPass),
-        Kind::Production(Op::ArgMax, Combine::TwoPass),
+        Kind::Production(Op::Max, Combine::default()),
+        Kind::Production(Op::ArgMax, Combine::default()),
     ]);
 
     for &n in &sizes {
@@ -337,7 +337,7 @@ fn sweep(bench: &mut Bench, cub: &Cub, copy: f64, md: &mut String) -> Result<(),
     let log2s: Vec<u32> = (10..=28).collect();
     let ns: Vec<usize> = log2s.iter().map(|&l| 1usize << l).collect();
     let mut kinds: Vec<Kind> = SeedVersion::ALL.into_iter().map(Kind::Seed).collect();
-    kinds.push(Kind::Production(Op::Sum, Combine::TwoPass));
+    kinds.push(Kind::Production(Op::Sum, Combine::default()));
     let mut series = Vec::new();
     let mut csv = String::from("series,n,median_us,gbps\n");
     for &kind in &kinds {

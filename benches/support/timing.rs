@@ -1,8 +1,7 @@
 //! Device timing with the method of `../shared/reference` and of the CUB comparator: for n ≤ 2^20 a sample
-//! is 100 back-to-back launches between one event pair (the comparator replays a CUDA graph of 100
-//! launches; queueing the batch behind a spin kernel gives the GPU the same back-to-back stream), above that
-//! one event pair per launch; medians; a spin kernel ahead of timed work so the events measure the GPU and
-//! not the host's launch rate.
+//! is the replay of a CUDA graph of 100 calls (captured from the stream, as the comparator does), between one
+//! event pair; above that one event pair per call; medians; a spin kernel ahead of timed work so the events
+//! measure the GPU and not the host's launch rate.
 use cust::event::{Event, EventFlags};
 use cust::stream::Stream;
 use cust::sys;
@@ -101,27 +100,62 @@ fn time_batches(
     copies: usize,
     enqueue: &mut Enqueue,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    // A sample is one event pair around BATCH launches queued behind a spin kernel: the host enqueues the
-    // whole batch while the GPU spins, so the GPU then runs the launches back to back, as a graph replay
-    // would, and the events see no host launch gaps.
+    // Capture BATCH calls, cycling over the copies, into one graph: a replay runs them back to back with a
+    // graph's launch cost, exactly what the CUB comparator times.
+    let raw = stream.as_inner();
+    // SAFETY: `raw` is a live stream; the capture ends below whatever `enqueue` returns.
+    check(
+        unsafe {
+            sys::cuStreamBeginCapture_v2(
+                raw,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+            )
+        },
+        "cuStreamBeginCapture",
+    )?;
+    let captured = (0..BATCH).try_for_each(|k| enqueue(k % copies, stream));
+    let mut graph = std::ptr::null_mut();
+    // SAFETY: the stream is capturing; the driver writes the graph handle.
+    let ended = check(
+        unsafe { sys::cuStreamEndCapture(raw, &mut graph) },
+        "cuStreamEndCapture",
+    );
+    captured?;
+    ended?;
+    let mut exec = std::ptr::null_mut();
+    // SAFETY: `graph` is the captured graph; the driver writes the executable's handle.
+    let made = check(
+        unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) },
+        "cuGraphInstantiate",
+    );
+    // SAFETY: an instantiated graph no longer needs its template.
+    unsafe { sys::cuGraphDestroy(graph) };
+    made?;
     let (e0, e1) = (
         Event::new(EventFlags::DEFAULT)?,
         Event::new(EventFlags::DEFAULT)?,
     );
-    let mut times = Vec::new();
-    let mut k = 0;
-    for _ in 0..SAMPLES {
-        gpu.spin_async(2_000_000, stream)?;
-        e0.record(stream)?;
-        for _ in 0..BATCH {
-            enqueue(k % copies, stream)?;
-            k += 1;
+    let run = || -> Result<Vec<f64>, Box<dyn std::error::Error>> {
+        let mut times = Vec::new();
+        // One untimed replay first: the first launch of an executable graph uploads it.
+        for i in 0..=SAMPLES {
+            gpu.spin_async(200_000, stream)?;
+            e0.record(stream)?;
+            // SAFETY: `exec` is a live executable graph and `raw` a live stream.
+            check(unsafe { sys::cuGraphLaunch(exec, raw) }, "cuGraphLaunch")?;
+            e1.record(stream)?;
+            e1.synchronize()?;
+            if i > 0 {
+                times.push(e1.elapsed_time_f32(&e0)? as f64 * 1000.0 / BATCH as f64);
+            }
         }
-        e1.record(stream)?;
-        e1.synchronize()?;
-        times.push(e1.elapsed_time_f32(&e0)? as f64 * 1000.0 / BATCH as f64);
-    }
-    Ok(median(&mut times))
+        Ok(times)
+    };
+    let times = run();
+    stream.synchronize()?;
+    // SAFETY: every replay has finished (the stream was synchronized).
+    unsafe { sys::cuGraphExecDestroy(exec) };
+    Ok(median(&mut times?))
 }
 
 /// Bandwidth of a 1 GiB device-to-device copy (bytes read + written), GB/s: the measured ceiling.

@@ -119,8 +119,8 @@ pub unsafe fn shared_window<T>(p: *mut T) -> u32 {
     let a: u32;
     // SAFETY: the caller guarantees `p` is a shared-memory address; the conversion reads nothing.
     unsafe {
-        asm!("{{ .reg .u64 s; cvta.to.shared.u64 s, {1}; cvt.u32.u64 {0}, s; }}", out(reg32) a, in(reg64) p,
-             options(pure, nomem, nostack))
+        asm!("{{ .reg .u64 s; cvta.to.shared.u64 s, {1}; cvt.u32.u64 {0}, s; }}", out(reg32) a,
+             in(reg64) p as u64, options(pure, nomem, nostack))
     };
     a
 }

@@ -202,4 +202,3 @@ mod select {
     }
     flagged_kernels!(f32);
 }
-

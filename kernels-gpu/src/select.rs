@@ -301,7 +301,12 @@ pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     // A ragged round takes its vectors one at a time, bounds-checked: fewer registers live than a full round.
     #[inline(always)]
     unsafe fn ragged<T: Vectorize + Default, S: Selector<T>, const V: usize>(
-        vectors: Vectors<T>, q: u64, threads: u64, sel: S, out: *mut T, count: *mut u64,
+        vectors: Vectors<T>,
+        q: u64,
+        threads: u64,
+        sel: S,
+        out: *mut T,
+        count: *mut u64,
     ) {
         each_index!(K < V, {
             let q = q + K as u64 * threads;
@@ -319,7 +324,14 @@ pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     while first < vectors.count && vectors.whole(first, first + span) {
         let mine = first + lane;
         // SAFETY: the warp's whole round is inside the slice; the loop is warp-uniform.
-        unsafe { unordered_round::<T, S, V>(|k| vectors.load_whole(mine + k as u64 * threads), sel, out, count) };
+        unsafe {
+            unordered_round::<T, S, V>(
+                |k| vectors.load_whole(mine + k as u64 * threads),
+                sel,
+                out,
+                count,
+            )
+        };
         first += step;
     }
     while first < vectors.count {
@@ -433,7 +445,16 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     // SAFETY (both arms): `load_whole` only when the tile is inside, `load` checks; the branch is
     // block-uniform, as `stable_tile` needs.
     if vectors.whole(tile_first, tile_first + per_round * V as u64) {
-        unsafe { stable_tile::<T, S, V>(|r| vectors.load_whole(load(r)), sel, out, count, states, tile) }
+        unsafe {
+            stable_tile::<T, S, V>(
+                |r| vectors.load_whole(load(r)),
+                sel,
+                out,
+                count,
+                states,
+                tile,
+            )
+        }
     } else {
         unsafe { stable_tile::<T, S, V>(|r| vectors.load(load(r)), sel, out, count, states, tile) }
     }
@@ -505,7 +526,10 @@ unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     let mut j = arch::thread_idx() as u64;
     while j < aggregate {
         // SAFETY: j < aggregate, the tile's kept count, and prefix + aggregate <= the total kept.
-        unsafe { out.add((prefix + j) as usize).write(stage.add(j as usize).read()) };
+        unsafe {
+            out.add((prefix + j) as usize)
+                .write(stage.add(j as usize).read())
+        };
         j += arch::block_dim() as u64;
     }
 }

@@ -17,7 +17,6 @@ use crate::tuning::{self, Policy};
 pub enum Combine {
     /// A second one-block kernel reduces the partials in a fixed order. **Deterministic**: the same input
     /// (length, values and address alignment) on the same device gives the same bits on every run.
-    #[default]
     TwoPass,
     /// One kernel; each block adds its partial atomically into a zeroed result. Sums only. For floats the
     /// result depends on the order blocks finish in, so it is **not reproducible** run to run; it is within
@@ -26,7 +25,9 @@ pub enum Combine {
     /// partial meets it (subnormal partials themselves are added exactly).
     Atomic,
     /// One kernel; each block writes its partial, fences and takes a ticket, and the last block reduces all
-    /// partials in a fixed order. **Deterministic**, like `TwoPass`, with one launch instead of two.
+    /// partials in a fixed order. **Deterministic**, like `TwoPass`, with one launch instead of two: the
+    /// default, as fast as or faster than `TwoPass` at every size measured (docs/PERFORMANCE.md).
+    #[default]
     LastBlock,
 }
 
@@ -97,7 +98,7 @@ impl DeviceReduce {
         })
     }
 
-    /// The combine strategy in use ([`Combine::TwoPass`] unless set).
+    /// The combine strategy in use ([`Combine::LastBlock`] unless set).
     pub fn combine(&self) -> Combine {
         self.combine
     }
@@ -293,9 +294,14 @@ impl DeviceReduce {
                 std::mem::align_of::<T>()
             )));
         }
+        if self.combine == Combine::Atomic && kernels.atomic.is_none() {
+            // Refused at every size, though the small ones would not need the atomic kernel.
+            return Err(atomic_unsupported());
+        }
         let policy = self.policy;
         let sm_count = self.gpu.info().sm_count;
         let grid = tuning::grid_for(&policy, sm_count, n, std::mem::size_of::<T>());
+        let single_block = n * std::mem::size_of::<T>() as u64 <= tuning::SINGLE_BLOCK_BYTES;
         let gpu = &self.gpu;
         // A kernel and the shape it can launch with: many registers can cap its block size below the
         // policy's, and its grid below the policy's blocks per SM; a grid larger than one resident wave would
@@ -336,8 +342,14 @@ impl DeviceReduce {
                         &mut [arg(&mut partials), arg(&mut n), arg(&mut out)],
                     )
                 }
-                Combine::TwoPass if grid == 1 => {
-                    let (f, shape) = kernel(kernels.partials, 1, policy.threads)?;
+                _ if grid == 1 || single_block => {
+                    // One block reduces everything and writes the result: one launch, no partials.
+                    let threads = if single_block {
+                        tuning::SINGLE_BLOCK_THREADS
+                    } else {
+                        policy.threads
+                    };
+                    let (f, shape) = kernel(kernels.partials, 1, threads)?;
                     driver::launch(
                         f,
                         shape,
@@ -374,11 +386,7 @@ impl DeviceReduce {
                     driver::launch(f, shape, stream, &mut args)
                 }
                 Combine::Atomic => {
-                    let atomic = kernels.atomic.ok_or_else(|| {
-                        Error::InvalidArgument(
-                            "Combine::Atomic supports sums only; use TwoPass or LastBlock".into(),
-                        )
-                    })?;
+                    let atomic = kernels.atomic.ok_or_else(atomic_unsupported)?;
                     driver::memset_zero(out, std::mem::size_of::<Acc>(), stream)?;
                     let (f, shape) = kernel(atomic, grid, policy.threads)?;
                     driver::launch(
@@ -394,6 +402,10 @@ impl DeviceReduce {
         self.scratch.last_use.release(stream)?;
         launched
     }
+}
+
+fn atomic_unsupported() -> Error {
+    Error::InvalidArgument("Combine::Atomic supports sums only; use LastBlock or TwoPass".into())
 }
 
 /// Dynamic shared memory every kernel is launched with: kernels-gpu's `SMEM_BYTES` (a CPU test checks the two

@@ -42,6 +42,14 @@ const TABLE: &[(u32, Policy)] = &[
     ),
 ];
 
+/// Inputs of at most this many bytes are reduced by one block of [`SINGLE_BLOCK_THREADS`] in one launch,
+/// whatever the combine strategy: one trip of four 16-byte loads per thread covers them, and a multi-block
+/// grid would add a round of partials (a second launch, or a fence and a ticket) to microseconds of work.
+pub const SINGLE_BLOCK_BYTES: u64 = 64 * 1024;
+
+/// Threads of the single-block path (fewer when a kernel's registers allow fewer).
+pub const SINGLE_BLOCK_THREADS: u32 = 1024;
+
 /// Threads per block of the histogram kernels, on every arch. A block's 32 private copies of 256 bins take
 /// 32 KiB of shared memory, so blocks of 256 threads would fill only 7/8 of an H200 SM's threads; 512-thread
 /// blocks fill 3/4 (limited by registers) and measured fastest for both the f32 and the byte histogram

@@ -126,6 +126,29 @@ fn empty_input_semantics() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn atomic_combine_refuses_non_sums_at_every_size() {
+    let mut reduce = gpu();
+    reduce.set_combine(Combine::Atomic);
+    for n in [0usize, 1, 1000, 1 << 20] {
+        let buf = DeviceBuffer::from_slice(&vec![1.0f32; n.max(1)]).unwrap();
+        let slice = buf.index(..n);
+        assert!(
+            matches!(
+                reduce.max(&slice),
+                Err(reduce_host::Error::InvalidArgument(_))
+            ),
+            "n = {n}"
+        );
+        assert!(matches!(
+            reduce.argmin(&slice),
+            Err(reduce_host::Error::InvalidArgument(_))
+        ));
+        assert_eq!(reduce.sum(&slice).unwrap(), n as f32);
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
 fn forced_launch_shapes() {
     let mut reduce = gpu();
     let host = random(((1 << 18) + 5).min(max_n()), 5);

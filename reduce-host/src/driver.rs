@@ -192,6 +192,15 @@ pub(crate) fn max_active_blocks(f: CUfunction, block: u32, shared_bytes: u32) ->
     Ok(blocks.max(0) as u32)
 }
 
+/// Whether `stream` is capturing into a CUDA graph: work enqueued now runs later, when the graph is
+/// launched, so events recorded now say nothing about when it is done.
+pub(crate) fn capturing(stream: &Stream) -> Result<bool> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: the stream is live; the driver writes one status.
+    check(unsafe { sys::cuStreamIsCapturing(stream.as_inner(), &mut status) })?;
+    Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+}
+
 /// A timing-free event (cust keeps the raw handle of its `Event` private, and its `Stream::wait_event`
 /// consumes the event).
 pub(crate) struct RawEvent(sys::CUevent);

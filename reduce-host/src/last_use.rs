@@ -2,11 +2,15 @@
 use cust::stream::Stream;
 use cust::sys::CUstream;
 
-use crate::driver::RawEvent;
+use crate::driver::{self, RawEvent};
 use crate::error::Result;
 
 /// The event recorded after the latest work that used some scratch, and the stream it went to. A use on
 /// another stream waits for it first, so two streams never touch the scratch at the same time.
+///
+/// Work captured into a CUDA graph is not tracked: it runs when the graph is launched, which no event
+/// recorded during the capture can describe (and waiting on such an event from outside the capture is an
+/// error). A graph that holds calls of a handle must not run while other calls of that handle do.
 pub(crate) struct LastUse {
     event: RawEvent,
     stream: Option<CUstream>,
@@ -22,7 +26,7 @@ impl LastUse {
 
     /// Makes `stream` wait for the previous use if that was on another stream.
     pub fn acquire(&self, stream: &Stream) -> Result<()> {
-        if self.stream.is_some_and(|s| s != stream.as_inner()) {
+        if self.stream.is_some_and(|s| s != stream.as_inner()) && !driver::capturing(stream)? {
             self.event.wait_on(stream)?;
         }
         Ok(())
@@ -30,6 +34,9 @@ impl LastUse {
 
     /// Records that work using the scratch was enqueued on `stream`.
     pub fn release(&mut self, stream: &Stream) -> Result<()> {
+        if driver::capturing(stream)? {
+            return Ok(());
+        }
         self.event.record(stream)?;
         self.stream = Some(stream.as_inner());
         Ok(())

@@ -100,3 +100,47 @@ fn atomic_is_within_the_error_bound() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn calls_captured_into_a_graph_replay_and_leave_the_handle_usable() {
+    use cust::sys;
+    let mut reduce = gpu();
+    let host = random(((1 << 20) + 3).min(max_n()), 9);
+    let buf = DeviceBuffer::from_slice(&host).unwrap();
+    let want = reduce.sum(&buf).unwrap();
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    let out = DeviceBuffer::from_slice(&[0.0f32; 3]).unwrap();
+    let raw = stream.as_inner();
+    let ok = sys::CUresult::CUDA_SUCCESS;
+    // SAFETY (the raw graph calls): live handles; the graph and its executable are destroyed below.
+    unsafe {
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        assert_eq!(sys::cuStreamBeginCapture_v2(raw, mode), ok);
+        for k in 0..3 {
+            reduce
+                .sum_async(&buf, &mut out.index(k..k + 1), &stream)
+                .unwrap();
+        }
+        let mut graph = std::ptr::null_mut();
+        assert_eq!(sys::cuStreamEndCapture(raw, &mut graph), ok);
+        let mut exec = std::ptr::null_mut();
+        assert_eq!(sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0), ok);
+        for _ in 0..2 {
+            assert_eq!(sys::cuGraphLaunch(exec, raw), ok);
+        }
+        stream.synchronize().unwrap();
+        sys::cuGraphExecDestroy(exec);
+        sys::cuGraphDestroy(graph);
+    }
+    let mut got = [0.0f32; 3];
+    out.copy_to(&mut got[..]).unwrap();
+    for g in got {
+        assert_eq!(g.to_bits(), want.to_bits(), "replayed {g}, direct {want}");
+    }
+    // Blocking calls on the handle's own stream after the capture: no wait on a captured event.
+    assert_eq!(reduce.sum(&buf).unwrap().to_bits(), want.to_bits());
+    // SAFETY: `buf` and `out` outlive the call, which the next blocking call orders after.
+    unsafe { reduce.sum_async(&buf, &mut out.index(0..1), &stream) }.unwrap();
+    assert_eq!(reduce.sum(&buf).unwrap().to_bits(), want.to_bits());
+}

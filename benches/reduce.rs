@@ -87,7 +87,10 @@ impl Kind {
                 "v5 + 4 independent 16-byte loads per trip, unaligned head/tail, ld.global.nc; 2 launches"
             }
             Kind::Production(Op::Sum, Combine::LastBlock) => {
-                "the default: one launch; fence + ticket, the last block combines in a fixed order"
+                "one launch: fence + ticket, the last block combines in a fixed order"
+            }
+            Kind::Production(Op::Sum, Combine::Auto) => {
+                "the default: TwoPass up to 4 MiB, LastBlock above"
             }
             Kind::Production(Op::Sum, Combine::Atomic) => {
                 "one launch: red.add per block (not reproducible)"
@@ -269,8 +272,13 @@ fn run() -> Result<bool, BoxError> {
 
     let mut kinds: Vec<Kind> = SeedVersion::ALL.into_iter().map(Kind::Seed).collect();
     kinds.extend(
-        [Combine::TwoPass, Combine::LastBlock, Combine::Atomic]
-            .map(|c| Kind::Production(Op::Sum, c)),
+        [
+            Combine::Auto,
+            Combine::TwoPass,
+            Combine::LastBlock,
+            Combine::Atomic,
+        ]
+        .map(|c| Kind::Production(Op::Sum, c)),
     );
     kinds.extend([
         Kind::Production(Op::Max, Combine::default()),

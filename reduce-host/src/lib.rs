@@ -29,10 +29,10 @@
 //! - Lengths and indices are 64-bit: slices of more than 2^32 elements work.
 //!
 //! # Determinism
-//! With [`Combine::LastBlock`] (the default) and [`Combine::TwoPass`] every reduction combines values in a
-//! tree fixed by the input's length and address alignment and the device, so floating-point sums give the
-//! same bits on every run. [`Combine::Atomic`] does not. f32 sums accumulate in f32 in a pairwise-like tree;
-//! the error is bounded by about `(log2(n) + 16) · ε · Σ|xᵢ|` with `ε = 2^-24`.
+//! With [`Combine::Auto`] (the default), [`Combine::TwoPass`] and [`Combine::LastBlock`] every reduction
+//! combines values in a tree fixed by the input's length and address alignment and the device, so
+//! floating-point sums give the same bits on every run. [`Combine::Atomic`] does not. f32 sums accumulate in
+//! f32 in a pairwise-like tree; the error is bounded by about `(log2(n) + 16) · ε · Σ|xᵢ|` with `ε = 2^-24`.
 //!
 //! # Stream compaction
 //! [`DeviceSelect`] copies the elements that pass a [`Predicate`] (or a byte mask) to the front of an output

@@ -15,20 +15,25 @@ use crate::tuning::{self, Policy};
 /// How the per-block partials of a device-wide reduction are combined.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Combine {
+    /// The default: `TwoPass` for inputs up to 4 MiB, `LastBlock` above. **Deterministic** (the choice
+    /// depends only on the input's length and element type). Measured on the H200 (docs/PERFORMANCE.md): in a
+    /// CUDA graph a second kernel costs less than `LastBlock`'s fence and ticket, so `TwoPass` wins up to
+    /// 2^20 f32 (by up to 0.5 µs); above, `LastBlock` is 1–3 % faster.
+    #[default]
+    Auto,
     /// A second one-block kernel reduces the partials in a fixed order. **Deterministic**: the same input
     /// (length, values and address alignment) on the same device gives the same bits on every run.
     TwoPass,
+    /// One kernel; each block writes its partial, fences and takes a ticket, and the last block reduces all
+    /// partials in a fixed order. **Deterministic**, like `TwoPass`, with one launch instead of two (which
+    /// saves about 0.3 µs per call when calls are launched one by one rather than from a graph).
+    LastBlock,
     /// One kernel; each block adds its partial atomically into a zeroed result. Sums only. For floats the
     /// result depends on the order blocks finish in, so it is **not reproducible** run to run; it is within
     /// the usual pairwise-summation bound of the exact sum (see the crate docs), plus, for f32, up to 2^-126
     /// per block: the hardware's f32 atomic add flushes a subnormal running total to zero when a normal
     /// partial meets it (subnormal partials themselves are added exactly).
     Atomic,
-    /// One kernel; each block writes its partial, fences and takes a ticket, and the last block reduces all
-    /// partials in a fixed order. **Deterministic**, like `TwoPass`, with one launch instead of two: the
-    /// default, as fast as or faster than `TwoPass` at every size measured (docs/PERFORMANCE.md).
-    #[default]
-    LastBlock,
 }
 
 /// Device temporaries: per-block partials, the last-block ticket and the result slot of blocking calls.
@@ -98,7 +103,7 @@ impl DeviceReduce {
         })
     }
 
-    /// The combine strategy in use ([`Combine::LastBlock`] unless set).
+    /// The combine strategy in use ([`Combine::Auto`] unless set).
     pub fn combine(&self) -> Combine {
         self.combine
     }
@@ -142,7 +147,7 @@ impl DeviceReduce {
     }
 
     /// Sum of the elements; 0 for an empty slice, returned in [`SumElement::Acc`]. f32 is summed in f32 (f16
-    /// and bf16 too, widened) by a fixed tree: with [`Combine::TwoPass`] or [`Combine::LastBlock`] the bits
+    /// and bf16 too, widened) by a fixed tree: with every strategy but [`Combine::Atomic`] the bits
     /// are the same on every run. Integers are summed in i64/u64 and **wrap** on overflow (the result is the
     /// exact sum modulo 2^64), the same with every strategy.
     pub fn sum<T: SumElement>(&mut self, input: &DeviceSlice<T>) -> Result<T::Acc> {
@@ -301,7 +306,13 @@ impl DeviceReduce {
         let policy = self.policy;
         let sm_count = self.gpu.info().sm_count;
         let grid = tuning::grid_for(&policy, sm_count, n, std::mem::size_of::<T>());
-        let single_block = n * std::mem::size_of::<T>() as u64 <= tuning::SINGLE_BLOCK_BYTES;
+        let bytes = n * std::mem::size_of::<T>() as u64;
+        let single_block = bytes <= tuning::SINGLE_BLOCK_BYTES;
+        let combine = match self.combine {
+            Combine::Auto if bytes <= tuning::AUTO_TWO_PASS_BYTES => Combine::TwoPass,
+            Combine::Auto => Combine::LastBlock,
+            c => c,
+        };
         let gpu = &self.gpu;
         // A kernel and the shape it can launch with: many registers can cap its block size below the
         // policy's, and its grid below the policy's blocks per SM; a grid larger than one resident wave would
@@ -331,7 +342,7 @@ impl DeviceReduce {
         // `partials` holds `max grid * 16` bytes, `ticket` one zeroed u32 that only this handle's kernels use
         // (serialised by `acquire`), and `out` is valid for one accumulator; all kernels get SMEM_BYTES.
         let launched = (|| unsafe {
-            match self.combine {
+            match combine {
                 _ if n == 0 => {
                     // The finalize body over zero partials writes the identity.
                     let (f, shape) = kernel(kernels.finalize, 1, policy.finalize_threads)?;
@@ -385,6 +396,7 @@ impl DeviceReduce {
                     ];
                     driver::launch(f, shape, stream, &mut args)
                 }
+                Combine::Auto => unreachable!("resolved above"),
                 Combine::Atomic => {
                     let atomic = kernels.atomic.ok_or_else(atomic_unsupported)?;
                     driver::memset_zero(out, std::mem::size_of::<Acc>(), stream)?;

@@ -47,6 +47,9 @@ const TABLE: &[(u32, Policy)] = &[
 /// grid would add a round of partials (a second launch, or a fence and a ticket) to microseconds of work.
 pub const SINGLE_BLOCK_BYTES: u64 = 64 * 1024;
 
+/// [`Combine::Auto`](crate::Combine::Auto) uses `TwoPass` up to this many input bytes, `LastBlock` above.
+pub const AUTO_TWO_PASS_BYTES: u64 = 4 << 20;
+
 /// Threads of the single-block path (fewer when a kernel's registers allow fewer).
 pub const SINGLE_BLOCK_THREADS: u32 = 1024;
 

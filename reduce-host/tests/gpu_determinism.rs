@@ -13,7 +13,7 @@ fn two_pass_and_last_block_are_bitwise_stable() {
     let mut reduce = gpu();
     let host = random(((1 << 24) + 3).min(max_n()), 42);
     let buf = DeviceBuffer::from_slice(&host).unwrap();
-    for combine in [Combine::TwoPass, Combine::LastBlock] {
+    for combine in [Combine::Auto, Combine::TwoPass, Combine::LastBlock] {
         reduce.set_combine(combine);
         let first = reduce.sum(&buf).unwrap();
         check_sum(first, &host, &format!("{combine:?}"));

@@ -16,9 +16,10 @@ use crate::tuning::{self, Policy};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Combine {
     /// The default: `TwoPass` for inputs up to 4 MiB, `LastBlock` above. **Deterministic** (the choice
-    /// depends only on the input's length and element type). Measured on the H200 (docs/PERFORMANCE.md): in a
-    /// CUDA graph a second kernel costs less than `LastBlock`'s fence and ticket, so `TwoPass` wins up to
-    /// 2^20 f32 (by up to 0.5 µs); above, `LastBlock` is 1–3 % faster.
+    /// depends only on the input's length and element type). Measured on the H200 (docs/PERFORMANCE.md):
+    /// replayed from a CUDA graph, `TwoPass` took 0.2–0.5 µs less per call than `LastBlock` from 2^15 to
+    /// 2^20 f32, whose fence and ticket cost more than a graph's second kernel; above, `LastBlock` is
+    /// 1–3 % faster.
     #[default]
     Auto,
     /// A second one-block kernel reduces the partials in a fixed order. **Deterministic**: the same input

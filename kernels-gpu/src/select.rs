@@ -396,7 +396,7 @@ unsafe fn unordered_round<T: Vectorize + Default, S: Selector<T>, const V: usize
 const TILE_WORD: usize = 40;
 /// Shared-memory word that carries the block's output offset.
 const PREFIX_WORD: usize = 41;
-/// Byte offset of the staging area of [`stable`]'s staged variant (16-byte aligned, past PREFIX_WORD).
+/// Byte offset of [`stable`]'s staging area in shared memory (16-byte aligned, past PREFIX_WORD).
 pub const STAGE_OFFSET: usize = 384;
 
 /// Order-preserving compaction of `input[0..n]` into `out`, one tile of `blockDim.x * V` vectors per block;

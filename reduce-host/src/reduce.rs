@@ -37,6 +37,17 @@ pub enum Combine {
     Atomic,
 }
 
+impl Combine {
+    /// The strategy that runs for an input of `bytes`: `Auto` becomes `TwoPass` or `LastBlock`.
+    fn resolve(self, bytes: u64) -> Combine {
+        match self {
+            Combine::Auto if bytes <= tuning::AUTO_TWO_PASS_BYTES => Combine::TwoPass,
+            Combine::Auto => Combine::LastBlock,
+            c => c,
+        }
+    }
+}
+
 /// Device temporaries: per-block partials, the last-block ticket and the result slot of blocking calls.
 /// Async calls may run on any stream; [`LastUse`] keeps two streams from sharing them at the same time.
 struct Scratch {
@@ -309,11 +320,7 @@ impl DeviceReduce {
         let grid = tuning::grid_for(&policy, sm_count, n, std::mem::size_of::<T>());
         let bytes = n * std::mem::size_of::<T>() as u64;
         let single_block = bytes <= tuning::SINGLE_BLOCK_BYTES;
-        let combine = match self.combine {
-            Combine::Auto if bytes <= tuning::AUTO_TWO_PASS_BYTES => Combine::TwoPass,
-            Combine::Auto => Combine::LastBlock,
-            c => c,
-        };
+        let combine = self.combine.resolve(bytes);
         let gpu = &self.gpu;
         // A kernel and the shape it can launch with: many registers can cap its block size below the
         // policy's, and its grid below the policy's blocks per SM; a grid larger than one resident wave would
@@ -430,5 +437,22 @@ impl Drop for DeviceReduce {
         // The fields free device memory and unload the module: make their context current first. A failure
         // here has no caller to go to, so it is dropped.
         let _ = self.gpu.make_current();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_takes_two_pass_up_to_4_mib_and_last_block_above() {
+        assert_eq!(Combine::default(), Combine::Auto);
+        assert_eq!(Combine::Auto.resolve(0), Combine::TwoPass);
+        assert_eq!(Combine::Auto.resolve(4 << 20), Combine::TwoPass);
+        assert_eq!(Combine::Auto.resolve((4 << 20) + 1), Combine::LastBlock);
+        for c in [Combine::TwoPass, Combine::LastBlock, Combine::Atomic] {
+            assert_eq!(c.resolve(1), c);
+            assert_eq!(c.resolve(1 << 40), c);
+        }
     }
 }

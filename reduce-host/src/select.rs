@@ -409,9 +409,7 @@ impl DeviceSelect {
         };
         policy.threads = driver::fit_block(kernel, policy.threads)?;
         if !matches!(selection, Selection::Unordered { .. }) {
-            // The stable kernels stage a whole tile in shared memory.
-            let most = (SHARED_LIMIT - STAGE_OFFSET) / (STABLE_VECTORS as u32 * 16) / 32 * 32;
-            policy.threads = policy.threads.min(most);
+            policy.threads = stable_threads(policy.threads);
         }
         self.tiles.last_use.acquire(stream)?;
         let launched = (|| match selection {
@@ -551,6 +549,13 @@ impl Scratch {
     }
 }
 
+/// `threads` capped so a stable block's staging (a whole tile) fits the shared memory a block gets without
+/// opting in: at most 736.
+fn stable_threads(threads: u32) -> u32 {
+    let most = (SHARED_LIMIT - STAGE_OFFSET) / (STABLE_VECTORS as u32 * 16) / 32 * 32;
+    threads.min(most)
+}
+
 /// Dynamic shared memory of a stable block of `threads`: the scan's words, then a whole tile of staging.
 fn stable_shared_bytes(threads: u32) -> u32 {
     STAGE_OFFSET + threads * STABLE_VECTORS as u32 * 16
@@ -569,5 +574,39 @@ impl Drop for DeviceSelect {
     fn drop(&mut self) {
         // The fields free device memory: make their context current first. Nothing to report a failure to.
         let _ = self.gpu.make_current();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_blocks_stage_a_whole_tile_within_48_kib() {
+        assert_eq!(stable_threads(tuning::SELECT_THREADS), 512);
+        assert_eq!(stable_threads(1024), 736);
+        assert_eq!(stable_threads(32), 32);
+        for threads in (32..=1024).step_by(32) {
+            let t = stable_threads(threads);
+            assert!(t.is_multiple_of(32) && t <= threads);
+            assert!(stable_shared_bytes(t) <= SHARED_LIMIT, "{t} threads");
+            // Tiles start past the scan's words, 16-byte aligned for the staged elements.
+            assert!(STAGE_OFFSET.is_multiple_of(16));
+        }
+    }
+
+    #[test]
+    fn tiles_cover_every_vector_of_the_slice() {
+        let policy = Policy {
+            threads: 512,
+            blocks_per_sm: 1,
+            finalize_threads: 256,
+        };
+        // 512 × 4 vectors = 8192 f32 per tile; a slice starting 4 bytes past a 16-byte boundary has one
+        // element in the vector before, so it reaches a second tile one element sooner.
+        assert_eq!(stable_tiles(&policy, 0, 8192, 4), 1);
+        assert_eq!(stable_tiles(&policy, 0, 8193, 4), 2);
+        assert_eq!(stable_tiles(&policy, 4, 8191, 4), 1);
+        assert_eq!(stable_tiles(&policy, 4, 8192, 4), 2);
     }
 }

@@ -263,16 +263,8 @@ pub unsafe fn privatized<T, B, C, Ta>(
     unsafe { arch::sync_threads() };
     // SAFETY: `local` is shared memory and copies_log2 <= 5 (caller).
     let counters = unsafe { SharedCounters::new(local, copies_log2) };
-    // SAFETY: forwarded input contract; `tally` runs warp-uniformly inside `for_each`, bins are < bins.
-    unsafe {
-        thread::for_each(
-            input,
-            n,
-            arch::global_thread_idx(),
-            arch::grid_threads(),
-            |x, ok| Ta::tally(counters, if ok { binning.bin(x) } else { None }),
-        )
-    };
+    // SAFETY: forwarded input contract; the counters hold `bins` bins per copy.
+    unsafe { count::<T, B, Ta>(input, n, counters, binning) };
     // SAFETY: every thread of the block gets here.
     unsafe { arch::sync_threads() };
     let out = GlobalCounters(out);
@@ -307,8 +299,24 @@ where
     C: Counter,
     Ta: Tally,
 {
-    let counters = GlobalCounters(out);
-    // SAFETY: forwarded input contract; `tally` runs warp-uniformly inside `for_each`, bins are < bins.
+    // SAFETY: forwarded input contract; `out` holds `bins` counters.
+    unsafe { count::<T, B, Ta>(input, n, GlobalCounters(out), binning) };
+}
+
+/// Counts this thread's grid-stride share of `input[0..n]` into `counters` with the tally `Ta`.
+///
+/// # Safety
+/// Called by every thread of the block (the tally may use warp collectives); `input` valid for `n` reads,
+/// unmodified; `counters` valid for every bin `binning` gives; `blockDim.x` a multiple of 32.
+#[inline(always)]
+unsafe fn count<T, B, Ta>(input: *const T, n: u64, counters: impl Counters, binning: B)
+where
+    T: Vectorize + Default,
+    B: Binning<T>,
+    Ta: Tally,
+{
+    // SAFETY: forwarded input contract; `tally` runs warp-uniformly inside `for_each`, and every bin
+    // `binning` gives is in range (caller).
     unsafe {
         thread::for_each(
             input,

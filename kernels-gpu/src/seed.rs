@@ -77,7 +77,8 @@ pub unsafe fn v0(input: *const f32, n: u64, out: *mut f32) {
         let s = stage(load_one(input, n));
         let mut stride = 1;
         while stride < block_dim() {
-            #[allow(clippy::manual_is_multiple_of)] // the seed's expression, kept as the lesson shows it
+            #[allow(clippy::manual_is_multiple_of)]
+            // the seed's expression, kept as the lesson shows it
             if tid % (2 * stride) == 0 {
                 *s.add(tid as usize) += *s.add((tid + stride) as usize);
             }

@@ -509,8 +509,7 @@ impl DeviceHistogram {
         let threads = tuning::HISTOGRAM_THREADS;
         let fit = driver::max_active_blocks(f, threads, shared_bytes)?.max(1);
         let max = (self.gpu.info().sm_count * fit).max(1) as u64;
-        // One trip of a block: threads × one 16-byte vector × the unroll of 4.
-        let want = n.div_ceil(threads as u64 * (16 / elem_size as u64) * 4);
+        let want = n.div_ceil(tuning::elements_per_block_trip(threads, elem_size));
         let grid = want.clamp(1, max).max(n.div_ceil(1 << 31));
         u32::try_from(grid)
             .map_err(|_| Error::InvalidArgument(format!("{n} samples need too many blocks")))

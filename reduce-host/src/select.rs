@@ -400,24 +400,21 @@ impl DeviceSelect {
         }
         let mut policy = self.policy;
         let arg = |p: &mut u64| p as *mut u64 as *mut c_void;
+        let (name, mut param) = match &selection {
+            Selection::Unordered { kernel, threshold }
+            | Selection::Stable { kernel, threshold } => (kernel, *threshold),
+            Selection::Flagged { kernel, flags } => (kernel, *flags),
+        };
+        let f = self.gpu.function(name)?;
         // The kernel's registers may cap its block size below the policy's: size everything (grid, tiles)
         // for the block it can actually launch.
-        let kernel = match &selection {
-            Selection::Unordered { kernel, .. }
-            | Selection::Stable { kernel, .. }
-            | Selection::Flagged { kernel, .. } => self.gpu.function(kernel)?,
-        };
-        policy.threads = driver::fit_block(kernel, policy.threads)?;
+        policy.threads = driver::fit_block(f, policy.threads)?;
         if !matches!(selection, Selection::Unordered { .. }) {
             policy.threads = stable_threads(policy.threads);
         }
         self.tiles.last_use.acquire(stream)?;
         let launched = (|| match selection {
-            Selection::Unordered {
-                kernel,
-                mut threshold,
-            } => {
-                let f = self.gpu.function(&kernel)?;
+            Selection::Unordered { .. } => {
                 // Grid-stride: one resident wave at most, so no block runs alone at the end.
                 let resident = driver::max_active_blocks(f, policy.threads, SMEM_BYTES)?.max(1);
                 let policy = Policy {
@@ -442,59 +439,33 @@ impl DeviceSelect {
                         &mut [
                             arg(&mut input_ptr),
                             arg(&mut n),
-                            arg(&mut threshold),
+                            arg(&mut param),
                             arg(&mut out_ptr),
                             arg(&mut count),
                         ],
                     )
                 }
             }
-            Selection::Stable {
-                kernel,
-                mut threshold,
-            } => {
+            Selection::Stable { .. } | Selection::Flagged { .. } => {
                 let (shape, mut states) =
                     self.tiles.prepare(&policy, input_ptr, n, size, stream)?;
-                let f = self.gpu.function(&kernel)?;
-                // SAFETY: the arguments match `select_stable_*` (input, n, threshold, out, count,
-                // states); `states` holds `1 + grid` zeroed words and the grid is one block per tile.
-                unsafe {
-                    driver::launch(
-                        f,
-                        shape,
-                        stream,
-                        &mut [
-                            arg(&mut input_ptr),
-                            arg(&mut n),
-                            arg(&mut threshold),
-                            arg(&mut out_ptr),
-                            arg(&mut count),
-                            arg(&mut states),
-                        ],
-                    )
+                let mut args = [
+                    arg(&mut input_ptr),
+                    arg(&mut n),
+                    arg(&mut param),
+                    arg(&mut out_ptr),
+                    arg(&mut count),
+                    arg(&mut states),
+                ];
+                if matches!(selection, Selection::Flagged { .. }) {
+                    // `select_flagged_*` takes its flags before `n`.
+                    args.swap(1, 2);
                 }
-            }
-            Selection::Flagged { kernel, mut flags } => {
-                let (shape, mut states) =
-                    self.tiles.prepare(&policy, input_ptr, n, size, stream)?;
-                let f = self.gpu.function(&kernel)?;
-                // SAFETY: the arguments match `select_flagged_*` (input, flags, n, out, count, states);
-                // `flags` holds n bytes (checked by `flagged`); the rest as for the stable kernel.
-                unsafe {
-                    driver::launch(
-                        f,
-                        shape,
-                        stream,
-                        &mut [
-                            arg(&mut input_ptr),
-                            arg(&mut flags),
-                            arg(&mut n),
-                            arg(&mut out_ptr),
-                            arg(&mut count),
-                            arg(&mut states),
-                        ],
-                    )
-                }
+                // SAFETY: the arguments match `select_stable_*` (input, n, threshold, out, count, states)
+                // or `select_flagged_*` (input, flags, n, out, count, states); `flags` holds n bytes
+                // (checked by `flagged`); `states` holds `1 + grid` zeroed words and the grid is one block
+                // per tile.
+                unsafe { driver::launch(f, shape, stream, &mut args) }
             }
         })();
         // Record the use even after a failed launch, so a later call orders after whatever did run.

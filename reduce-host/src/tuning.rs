@@ -74,13 +74,13 @@ pub fn policy(cc: u32) -> Policy {
 }
 
 /// Elements one block consumes per loop trip: threads × 16-byte vectors × the kernel's unroll of 4.
-pub fn elements_per_block_trip(policy: &Policy, elem_size: usize) -> u64 {
-    policy.threads as u64 * (16 / elem_size as u64) * 4
+pub fn elements_per_block_trip(threads: u32, elem_size: usize) -> u64 {
+    threads as u64 * (16 / elem_size as u64) * 4
 }
 
 /// Grid size for `n` elements: enough blocks for one trip each, at most the resident maximum, at least 1.
 pub fn grid_for(policy: &Policy, sm_count: u32, n: u64, elem_size: usize) -> u32 {
     let max = (sm_count * policy.blocks_per_sm).max(1);
-    let want = n.div_ceil(elements_per_block_trip(policy, elem_size));
+    let want = n.div_ceil(elements_per_block_trip(policy.threads, elem_size));
     want.clamp(1, max as u64) as u32
 }

@@ -1,78 +1,219 @@
-//! Compiles `kernels-gpu` to PTX with rustc's `nvptx64-nvidia-cuda` backend, once per supported arch, and
-//! leaves `kernels_sm{75,80,90}.ptx` in `OUT_DIR` for `src/ptx.rs` to embed.
+//! Builds the kernels ahead of time and embeds them.
 //!
-//! Cargo reruns this only when the kernel sources, their manifest or the pinned toolchain change, so an
-//! unchanged tree does not rebuild the PTX.
+//! 1. `kernels-gpu` is compiled to PTX by rustc's `nvptx64-nvidia-cuda` backend, once per PTX arch (sm_75,
+//!    sm_80, sm_90), in parallel nested builds run by the pinned nightly (`rustup run <channel> cargo`);
+//!    the rest of this crate builds on any toolchain.
+//! 2. Each PTX is cut into the modules `reduce_contract` lists (`build/split.rs`), and the build fails if
+//!    an entry belongs to no module or a module's kernel is missing.
+//! 3. With `ptxas`, every module is compiled to a cubin for sm_75, sm_80, sm_90, sm_100 and sm_120, so a
+//!    GPU of those families loads machine code instead of JIT-compiling PTX. Without it, the build still
+//!    succeeds, embeds PTX only and says what that costs.
+//! 4. Every module image is deflated separately (the host inflates only what it loads) and embedded with
+//!    a generated table, `images.rs` (see `src/images.rs`).
+//!
+//! `DOCS_RS` skips all of it: the docs need no kernels, and a GPU call then reports that none are embedded.
+#[path = "build/split.rs"]
+mod split;
+#[path = "build/toolchain.rs"]
+mod toolchain;
+
 use std::env;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Compute capabilities a module is built for; keep in step with `src/ptx.rs`.
-const ARCHS: [u32; 3] = [75, 80, 90];
+use reduce_contract::kernels::modules;
+
+/// The PTX each arch's kernels are compiled to (`-Ctarget-cpu=sm_XX`).
+const PTX_ARCHS: [u32; 3] = [75, 80, 90];
+
+/// Cubins: (the GPU arch, the PTX it is assembled from). A cubin runs on the GPUs of its major version
+/// whose minor version is at least its own.
+const CUBINS: [(u32, u32); 5] = [(75, 75), (80, 80), (90, 90), (100, 90), (120, 90)];
 
 fn main() {
-    let manifest =
-        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let kernels = manifest.join("..").join("kernels-gpu");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    for path in ["src", "Cargo.toml"] {
-        println!("cargo:rerun-if-changed={}", kernels.join(path).display());
+    println!("cargo:rerun-if-env-changed=DOCS_RS");
+    println!("cargo:rerun-if-env-changed=PTXAS");
+    println!("cargo:rerun-if-env-changed=CUDA_PATH");
+    if env::var_os("DOCS_RS").is_some() {
+        write_table(&out, &[]);
+        return;
     }
-    println!(
-        "cargo:rerun-if-changed={}",
-        manifest.join("..").join("rust-toolchain.toml").display()
-    );
+    let sources = toolchain::KernelSources::locate();
+    sources.rerun_if_changed();
 
-    for arch in ARCHS {
-        let target_dir = out.join(format!("kernels-sm{arch}"));
-        build(&kernels, &target_dir, arch);
-        let ptx = target_dir
-            .join("nvptx64-nvidia-cuda")
-            .join("release")
-            .join("kernels_gpu.ptx");
-        let dest = out.join(format!("kernels_sm{arch}.ptx"));
-        std::fs::copy(&ptx, &dest)
-            .unwrap_or_else(|e| panic!("kernel build left no PTX at {}: {e}", ptx.display()));
+    let ptx: Vec<(u32, split::Ptx)> = toolchain::build_ptx(&sources, &out, &PTX_ARCHS)
+        .into_iter()
+        .map(|(arch, text)| {
+            let parsed = split::Ptx::parse(&text).unwrap_or_else(|e| panic!("sm_{arch} PTX: {e}"));
+            check_modules(arch, &parsed);
+            (arch, parsed)
+        })
+        .collect();
+    let ptx_of = |arch: u32| &ptx.iter().find(|(a, _)| *a == arch).expect("built above").1;
+
+    let mut images = Vec::new();
+    match toolchain::find_ptxas() {
+        Some(ptxas) => {
+            for (gpu, source) in CUBINS {
+                images.push(Image {
+                    kind: "Cubin",
+                    arch: gpu,
+                    modules: assemble(&ptxas, gpu, source, ptx_of(source), &out),
+                });
+            }
+            // The newest PTX, for GPUs no cubin runs on (and REDUCE_HOST_FORCE_PTX).
+            images.push(ptx_image(90, ptx_of(90)));
+        }
+        None => {
+            println!(
+                "cargo:warning=ptxas not found (set PTXAS or CUDA_PATH, or run scripts/setup.sh): embedding PTX \
+                 only. It works, but the driver JIT-compiles each kernel module the first time it is used \
+                 (about 0.1 s per module, seconds in all), in every process that has no warm JIT cache."
+            );
+            for arch in PTX_ARCHS {
+                images.push(ptx_image(arch, ptx_of(arch)));
+            }
+        }
+    }
+    write_table(&out, &images);
+}
+
+/// Every `.entry` belongs to exactly one module, and every module's kernels are there.
+fn check_modules(arch: u32, ptx: &split::Ptx) {
+    let listed: Vec<&str> = modules()
+        .flat_map(|m| m.kernels.iter().map(|k| k.to_str().expect("ASCII names")))
+        .collect();
+    for entry in ptx.entries() {
+        let owners = listed.iter().filter(|&&k| k == entry).count();
+        assert!(
+            owners == 1,
+            "sm_{arch}: kernel {entry} is in {owners} modules of reduce_contract::kernels; it must be in exactly one"
+        );
+    }
+    for k in &listed {
+        assert!(
+            ptx.entries().any(|e| e == *k),
+            "sm_{arch}: reduce_contract lists {k}, which kernels-gpu does not export"
+        );
     }
 }
 
-/// Runs the nested `cargo build` of the kernel crate for one arch, in a clean environment.
-fn build(kernels: &Path, target_dir: &Path, arch: u32) {
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(kernels)
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "nvptx64-nvidia-cuda",
-            "-Zbuild-std=core",
-            "--target-dir",
-        ])
-        .arg(target_dir)
-        // The arch must reach `core` too, so it goes through the encoded flags, not a per-crate option.
-        // PTX ISA 7.8 (CUDA 11.8 drivers and newer) for every arch: the loads use `.L1::no_allocate` (7.4).
-        .env(
-            "CARGO_ENCODED_RUSTFLAGS",
-            format!("-Ctarget-cpu=sm_{arch}\x1f-Ctarget-feature=+ptx78"),
-        );
-    // Whatever the outer build was told (flags, wrappers, target dir, profile overrides) is not for PTX.
-    for (key, _) in env::vars_os() {
-        let key = key.to_string_lossy();
-        let inherited_cargo = key.starts_with("CARGO_") && key != "CARGO_HOME";
-        let inherited_rustc =
-            key.starts_with("RUSTC") || key == "RUSTFLAGS" || key == "RUSTDOCFLAGS";
-        if (inherited_cargo && key != "CARGO_ENCODED_RUSTFLAGS") || inherited_rustc {
-            cmd.env_remove(key.as_ref());
+/// The embedded images of one (kind, arch): one deflated blob per module, in `Module::index` order.
+struct Image {
+    kind: &'static str,
+    arch: u32,
+    modules: Vec<Vec<u8>>,
+}
+
+fn ptx_image(arch: u32, ptx: &split::Ptx) -> Image {
+    let modules = modules()
+        .map(|m| {
+            let mut text = piece(ptx, m).into_bytes();
+            text.push(0); // the driver takes NUL-terminated PTX
+            deflate(&text)
+        })
+        .collect();
+    Image {
+        kind: "Ptx",
+        arch,
+        modules,
+    }
+}
+
+fn piece(ptx: &split::Ptx, m: &reduce_contract::ModuleSpec) -> String {
+    let names: Vec<&str> = m
+        .kernels
+        .iter()
+        .map(|k| k.to_str().expect("ASCII names"))
+        .collect();
+    ptx.extract(&names)
+        .unwrap_or_else(|e| panic!("module {}: {e}", m.name))
+}
+
+/// Assembles every module of `ptx` into a cubin for sm_`gpu`, on all cores.
+fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &split::Ptx, out: &Path) -> Vec<Vec<u8>> {
+    let dir = out.join(format!("cubin-sm{gpu}"));
+    std::fs::create_dir_all(&dir).expect("create the cubin folder");
+    let specs: Vec<_> = modules().collect();
+    let results: Vec<Mutex<Option<Vec<u8>>>> = specs.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(m) = specs.get(i) else { break };
+                    let input = dir.join(format!("{}.ptx", m.name));
+                    let cubin = dir.join(format!("{}.cubin", m.name));
+                    std::fs::write(&input, piece(ptx, m)).expect("write a module's PTX");
+                    // Spills and local memory fail the build: every kernel keeps its state in registers.
+                    let run = Command::new(ptxas)
+                        .arg(format!("-arch=sm_{gpu}"))
+                        .args([
+                            "-O3",
+                            "--warn-on-spills",
+                            "--warn-on-local-memory-usage",
+                            "--warning-as-error",
+                        ])
+                        .arg(&input)
+                        .arg("-o")
+                        .arg(&cubin)
+                        .output()
+                        .unwrap_or_else(|e| panic!("cannot run {}: {e}", ptxas.display()));
+                    assert!(
+                        run.status.success(),
+                        "ptxas -arch=sm_{gpu} failed on module {} (from sm_{source} PTX):\n{}",
+                        m.name,
+                        String::from_utf8_lossy(&run.stderr)
+                    );
+                    let bytes = std::fs::read(&cubin).expect("ptxas wrote the cubin");
+                    *results[i].lock().expect("no panics while held") = Some(deflate(&bytes));
+                }
+            });
         }
+    });
+    results
+        .into_iter()
+        .map(|r| {
+            r.into_inner()
+                .expect("not poisoned")
+                .expect("every module assembled")
+        })
+        .collect()
+}
+
+fn deflate(bytes: &[u8]) -> Vec<u8> {
+    miniz_oxide::deflate::compress_to_vec(bytes, 9)
+}
+
+/// Writes each image's blob and `images.rs`, the table `src/images.rs` includes.
+fn write_table(out: &Path, images: &[Image]) {
+    let mut table = String::from("// Generated by build.rs.\n&[\n");
+    for image in images {
+        let blob_path = out.join(format!(
+            "{}-sm{}.bin",
+            image.kind.to_lowercase(),
+            image.arch
+        ));
+        let mut blob = Vec::new();
+        let mut spans = String::new();
+        for m in &image.modules {
+            write!(spans, "({}, {}), ", blob.len(), m.len()).unwrap();
+            blob.extend_from_slice(m);
+        }
+        std::fs::write(&blob_path, &blob).expect("write an image blob");
+        writeln!(
+            table,
+            "    Image {{ kind: Kind::{}, arch: {}, blob: include_bytes!({:?}), modules: &[{spans}] }},",
+            image.kind, image.arch, blob_path
+        )
+        .unwrap();
     }
-    let status = cmd
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run cargo for the kernels: {e}"));
-    if !status.success() {
-        panic!(
-            "building kernels-gpu for sm_{arch} failed ({status}); the pinned nightly with rust-src and \
-             llvm-bitcode-linker is needed: run `rustup toolchain install` in the repository root"
-        );
-    }
+    table.push_str("]\n");
+    std::fs::write(out.join("images.rs"), table).expect("write images.rs");
 }

@@ -12,6 +12,7 @@ use crate::arch::{self, AtomicAdd};
 use crate::block;
 use crate::op::ReduceOp;
 use crate::thread::{self, Vectorize};
+use reduce_contract::layout::LAST_BLOCK_FLAG_OFFSET;
 
 /// One block's reduction of its grid-stride share of `input[0..n]`; valid in thread 0.
 ///
@@ -95,8 +96,9 @@ pub unsafe fn last_block<Op: ReduceOp>(
     // SAFETY: forwarded to the caller.
     let p = unsafe { block_partial::<Op>(input, n) };
     // The "am I last" flag lives past the block-reduce slots (see crate::SMEM_BYTES).
-    // SAFETY: the launch provides SMEM_BYTES; slot 512 is beyond 32 accumulators of up to 16 bytes.
-    let flag = unsafe { arch::shared::<u32>().add(512 / 4) };
+    // SAFETY: the launch provides SMEM_BYTES, which holds the flag past 32 accumulators of up to 16 bytes
+    // (asserted in reduce_contract::layout).
+    let flag = unsafe { arch::shared::<u32>().add(LAST_BLOCK_FLAG_OFFSET / 4) };
     if arch::thread_idx() == 0 {
         let grid = arch::grid_dim();
         // SAFETY: block_idx < gridDim.x; `ticket` is valid.

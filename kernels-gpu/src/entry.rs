@@ -1,204 +1,156 @@
-//! The exported kernels. Each is a one-line instance of a generic body; the names are what the host looks
-//! up, `<body>_<op>_<type>`, for example `reduce_partials_argmax_f32`.
+//! The exported kernels. Each is a one-line instance of a generic body, generated from the lists in
+//! `reduce_contract` (so the host's tables and these entries cannot drift apart) and named by
+//! `reduce_contract::kernel_name!`, e.g. `reduce_partials_argmax_f32`.
 //!
-//! Parameters: `input: *const T, n: u64` for the data; accumulators are `Op::Acc` (see [`crate::op`]).
+//! Every kernel takes its family's `#[repr(C)]` parameter struct from `reduce_contract::params` by value.
 //!
 //! Types: `f32 f64 f16 bf16 i32 u32 i64 u64 u8`, every operator each. Sums accumulate in f32 for f16/bf16 and
 //! in 64-bit integers (wrapping) for the integers; max/min/argmax/argmin keep the element type.
+use reduce_contract::kernel_name;
 
-/// Exports the device-wide reduction kernels of one `(op, type)` pair under `$tag`.
+/// The element types by their kernel-name spelling.
+#[allow(non_camel_case_types)]
+mod elem {
+    pub use crate::half::{BF16 as bf16, F16 as f16};
+    pub use core::primitive::{f32, f64, i32, i64, u8, u32, u64};
+}
+
+/// The operator type of a kernel-name operator.
+macro_rules! op_type {
+    (sum $t:ty) => { crate::op::Sum<$t> };
+    (max $t:ty) => { crate::op::Max<$t> };
+    (min $t:ty) => { crate::op::Min<$t> };
+    (argmax $t:ty) => { crate::op::ArgMax<$t> };
+    (argmin $t:ty) => { crate::op::ArgMin<$t> };
+}
+
+/// The atomic kernel, for sums only.
+macro_rules! atomic_kernel {
+    (sum $ty:ident) => {
+        /// # Safety
+        /// See [`crate::device::atomic`].
+        #[unsafe(export_name = kernel_name!(reduce atomic sum $ty))]
+        pub unsafe extern "ptx-kernel" fn atomic(p: Params) {
+            // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+            unsafe { crate::device::atomic::<Op>(p.input, p.n, p.out) }
+        }
+    };
+    ($op:ident $ty:ident) => {};
+}
+
+/// Exports the device-wide reduction kernels of each `(op, type)` pair.
 macro_rules! reduce_kernels {
-    ($($tag:ident: $op:ty;)*) => {$(
-        #[allow(non_snake_case)]
-        mod $tag {
-            use crate::op::*;
-            type Op = $op;
-            type In = <Op as ReduceOp>::In;
-            type Acc = <Op as ReduceOp>::Acc;
+    ($($op:ident $ty:ident),* $(,)?) => {$(
+        mod ${concat($op, _, $ty)} {
+            use super::*;
+            use crate::op::ReduceOp;
+            type Op = op_type!($op elem::$ty);
+            type Params = reduce_contract::params::ReduceParams<<Op as ReduceOp>::In, <Op as ReduceOp>::Acc>;
 
             /// # Safety
             /// See [`crate::device::partials`].
-            #[unsafe(export_name = concat!("reduce_partials_", stringify!($tag)))]
-            pub unsafe extern "ptx-kernel" fn partials(input: *const In, n: u64, partials: *mut Acc) {
+            #[unsafe(export_name = kernel_name!(reduce partials $op $ty))]
+            pub unsafe extern "ptx-kernel" fn partials(p: Params) {
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::device::partials::<Op>(input, n, partials) }
+                unsafe { crate::device::partials::<Op>(p.input, p.n, p.partials) }
             }
 
             /// # Safety
             /// See [`crate::device::finalize`].
-            #[unsafe(export_name = concat!("reduce_finalize_", stringify!($tag)))]
-            pub unsafe extern "ptx-kernel" fn finalize(partials: *const Acc, count: u64, out: *mut Acc) {
+            #[unsafe(export_name = kernel_name!(reduce finalize $op $ty))]
+            pub unsafe extern "ptx-kernel" fn finalize(p: Params) {
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::device::finalize::<Op>(partials, count, out) }
+                unsafe { crate::device::finalize::<Op>(p.partials, p.count, p.out) }
             }
 
             /// # Safety
             /// See [`crate::device::last_block`].
-            #[unsafe(export_name = concat!("reduce_last_block_", stringify!($tag)))]
-            pub unsafe extern "ptx-kernel" fn last_block(
-                input: *const In, n: u64, partials: *mut Acc, ticket: *mut u32, out: *mut Acc,
-            ) {
+            #[unsafe(export_name = kernel_name!(reduce last_block $op $ty))]
+            pub unsafe extern "ptx-kernel" fn last_block(p: Params) {
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::device::last_block::<Op>(input, n, partials, ticket, out) }
+                unsafe { crate::device::last_block::<Op>(p.input, p.n, p.partials, p.ticket, p.out) }
             }
-        }
-    )*};
-}
 
-/// Exports the atomic single-pass kernel for sums of one type under `$tag`.
-macro_rules! atomic_kernels {
-    ($($tag:ident: $op:ty;)*) => {$(
-        #[allow(non_snake_case)]
-        mod $tag {
-            use crate::op::*;
-            type Op = $op;
-
-            /// # Safety
-            /// See [`crate::device::atomic`].
-            #[unsafe(export_name = concat!("reduce_atomic_", stringify!($tag)))]
-            pub unsafe extern "ptx-kernel" fn atomic(
-                input: *const <Op as ReduceOp>::In, n: u64, out: *mut <Op as ReduceOp>::Acc,
-            ) {
-                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::device::atomic::<Op>(input, n, out) }
-            }
+            atomic_kernel!($op $ty);
         }
     )*};
 }
 
 mod reduce {
-    reduce_kernels! {
-        sum_f32: Sum<f32>;
-        max_f32: Max<f32>;
-        min_f32: Min<f32>;
-        argmax_f32: ArgMax<f32>;
-        argmin_f32: ArgMin<f32>;
-        sum_f64: Sum<f64>;
-        max_f64: Max<f64>;
-        min_f64: Min<f64>;
-        argmax_f64: ArgMax<f64>;
-        argmin_f64: ArgMin<f64>;
-        sum_f16: Sum<crate::half::F16>;
-        max_f16: Max<crate::half::F16>;
-        min_f16: Min<crate::half::F16>;
-        argmax_f16: ArgMax<crate::half::F16>;
-        argmin_f16: ArgMin<crate::half::F16>;
-        sum_bf16: Sum<crate::half::BF16>;
-        max_bf16: Max<crate::half::BF16>;
-        min_bf16: Min<crate::half::BF16>;
-        argmax_bf16: ArgMax<crate::half::BF16>;
-        argmin_bf16: ArgMin<crate::half::BF16>;
-        sum_i32: Sum<i32>;
-        max_i32: Max<i32>;
-        min_i32: Min<i32>;
-        argmax_i32: ArgMax<i32>;
-        argmin_i32: ArgMin<i32>;
-        sum_u32: Sum<u32>;
-        max_u32: Max<u32>;
-        min_u32: Min<u32>;
-        argmax_u32: ArgMax<u32>;
-        argmin_u32: ArgMin<u32>;
-        sum_i64: Sum<i64>;
-        max_i64: Max<i64>;
-        min_i64: Min<i64>;
-        argmax_i64: ArgMax<i64>;
-        argmin_i64: ArgMin<i64>;
-        sum_u64: Sum<u64>;
-        max_u64: Max<u64>;
-        min_u64: Min<u64>;
-        argmax_u64: ArgMax<u64>;
-        argmin_u64: ArgMin<u64>;
-        sum_u8: Sum<u8>;
-        max_u8: Max<u8>;
-        min_u8: Min<u8>;
-        argmax_u8: ArgMax<u8>;
-        argmin_u8: ArgMin<u8>;
-    }
+    use super::*;
+    reduce_contract::reduce_pairs!(reduce_kernels);
 }
 
-mod atomic {
-    atomic_kernels! {
-        sum_f32: Sum<f32>;
-        sum_f64: Sum<f64>;
-        sum_f16: Sum<crate::half::F16>;
-        sum_bf16: Sum<crate::half::BF16>;
-        sum_i32: Sum<i32>;
-        sum_u32: Sum<u32>;
-        sum_i64: Sum<i64>;
-        sum_u64: Sum<u64>;
-        sum_u8: Sum<u8>;
-    }
-}
-
-/// Exports the seed's teaching kernels as `seed_v0` … `seed_v5`.
+/// Exports the seed's teaching kernels as `seed_v0` … `seed_v5`; each writes one partial per block.
 macro_rules! seed_kernels {
-    ($($name:ident),*) => {$(
+    ($($version:ident),*) => {$(
         /// # Safety
         /// See the body in [`crate::seed`].
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn ${concat(seed_, $name)}(input: *const f32, n: u64, out: *mut f32) {
+        #[unsafe(export_name = kernel_name!(seed $version))]
+        pub unsafe extern "ptx-kernel" fn $version(p: reduce_contract::params::ReduceParams<f32, f32>) {
             // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-            unsafe { crate::seed::$name(input, n, out) }
+            unsafe { crate::seed::$version(p.input, p.n, p.partials) }
         }
     )*};
 }
 
 mod seed {
+    use super::*;
     seed_kernels!(v0, v1, v2, v3, v4, v5);
 }
 
-/// Exports the compaction kernels of one `(predicate, type)` pair under `$tag`:
-/// `select_unordered_<tag>(input, n, threshold, out, count)` and
-/// `select_stable_<tag>(input, n, threshold, out, count, states)`.
+/// The device predicate of a kernel-name predicate.
+macro_rules! predicate {
+    (gt $t:ty, $x:expr) => { <crate::select::GreaterThan<$t> as crate::select::Predicate<$t>>::new($x) };
+    (lt $t:ty, $x:expr) => { <crate::select::LessThan<$t> as crate::select::Predicate<$t>>::new($x) };
+    (nonzero $t:ty, $x:expr) => { <crate::select::NonZero as crate::select::Predicate<$t>>::new($x) };
+    (finite $t:ty, $x:expr) => { <crate::select::IsFinite as crate::select::Predicate<$t>>::new($x) };
+}
+
+/// Exports the compaction kernels of each `(predicate, type)` pair: `select_unordered_<pred>_<type>` and
+/// `select_stable_<pred>_<type>`.
 macro_rules! select_kernels {
-    ($($tag:ident: $pred:ty, $t:ty;)*) => {$(
-        #[allow(non_snake_case)]
-        mod $tag {
+    ($($pred:ident $ty:ident),* $(,)?) => {$(
+        mod ${concat($pred, _, $ty)} {
+            use super::*;
             use crate::select::*;
-            type T = $t;
+            type Params = reduce_contract::params::SelectParams<elem::$ty>;
 
             /// # Safety
             /// See [`crate::select::unordered`].
-            #[unsafe(export_name = concat!("select_unordered_", stringify!($tag)))]
-            pub unsafe extern "ptx-kernel" fn unordered(input: *const T, n: u64, threshold: T, out: *mut T, count: *mut u64) {
+            #[unsafe(export_name = kernel_name!(select unordered $pred $ty))]
+            pub unsafe extern "ptx-kernel" fn unordered(p: Params) {
+                let sel = If(predicate!($pred elem::$ty, p.threshold));
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::select::unordered::<_, _, UNORDERED_VECTORS>(input, n, If(<$pred>::new(threshold)), out, count) }
+                unsafe { crate::select::unordered::<_, _, UNORDERED_VECTORS>(p.input, p.n, sel, p.out, p.count) }
             }
 
             /// # Safety
             /// See [`crate::select::stable`].
-            #[unsafe(export_name = concat!("select_stable_", stringify!($tag)))]
-            pub unsafe extern "ptx-kernel" fn stable(
-                input: *const T, n: u64, threshold: T, out: *mut T, count: *mut u64, states: *mut u64,
-            ) {
+            #[unsafe(export_name = kernel_name!(select stable $pred $ty))]
+            pub unsafe extern "ptx-kernel" fn stable(p: Params) {
+                let sel = If(predicate!($pred elem::$ty, p.threshold));
                 // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
-                unsafe { crate::select::stable::<_, _, STABLE_VECTORS>(input, n, If(<$pred>::new(threshold)), out, count, states) }
+                unsafe { crate::select::stable::<_, _, STABLE_VECTORS>(p.input, p.n, sel, p.out, p.count, p.states) }
             }
-        }
-    )*};
-}
-
-/// Exports `select_flagged_<type>(input, flags, n, out, count, states)`: stable compaction by a byte mask.
-macro_rules! flagged_kernels {
-    ($($t:ident),*) => {$(
-        /// # Safety
-        /// See [`crate::select::stable`]; `flags` valid for `n` reads.
-        #[unsafe(export_name = concat!("select_flagged_", stringify!($t)))]
-        pub unsafe extern "ptx-kernel" fn $t(
-            input: *const $t, flags: *const u8, n: u64, out: *mut $t, count: *mut u64, states: *mut u64,
-        ) {
-            // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
-            unsafe { crate::select::stable::<_, _, { crate::select::STABLE_VECTORS }>(input, n, crate::select::Flagged(flags), out, count, states) }
         }
     )*};
 }
 
 mod select {
-    select_kernels! {
-        gt_f32: GreaterThan<f32>, f32;
-        lt_f32: LessThan<f32>, f32;
-        nonzero_f32: NonZero, f32;
-        finite_f32: IsFinite, f32;
+    use super::*;
+    reduce_contract::select_predicates!(select_kernels);
+
+    /// Stable compaction by a byte mask.
+    ///
+    /// # Safety
+    /// See [`crate::select::stable`]; `flags` valid for `n` reads.
+    #[unsafe(export_name = kernel_name!(select_flagged f32))]
+    pub unsafe extern "ptx-kernel" fn flagged_f32(p: reduce_contract::params::SelectParams<f32>) {
+        let sel = crate::select::Flagged(p.flags);
+        // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
+        unsafe {
+            crate::select::stable::<_, _, { crate::select::STABLE_VECTORS }>(p.input, p.n, sel, p.out, p.count, p.states)
+        }
     }
-    flagged_kernels!(f32);
 }

@@ -3,7 +3,7 @@
 use core::arch::asm;
 
 use crate::op::{OrdElement, SumElement};
-use crate::warp::Shuffle;
+use crate::shuffle::Shuffle;
 
 /// IEEE binary16, as its bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

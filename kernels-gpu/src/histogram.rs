@@ -328,38 +328,42 @@ where
     };
 }
 
-/// Exports the even-bin kernels of one `(sample, counter)` pair under `$tag`, as
-/// `histogram_{shared,global}_<tag>`. Parameters: `input, n, out, bins, lower, upper, scale` (see [`Even`]), and
-/// for the shared kernel `copies_log2` (see [`SharedCounters`]).
+/// Exports the even-bin kernels of each sample type, `histogram_{shared,global}_<sample>_<counter>` for
+/// `u32` and `u64` counters, taking `HistogramParams` (see [`Even`] and [`SharedCounters`]).
 macro_rules! even_kernels {
-    ($($tag:ident: $t:ty, $c:ty;)*) => {$(
-        mod $tag {
+    ($($sample:ident),* $(,)?) => {$(
+        mod ${concat(sample_, $sample)} {
             use super::*;
+            even_kernels!(@counter $sample u32);
+            even_kernels!(@counter $sample u64);
+        }
+    )*};
+    (@counter $sample:ident $c:ident) => {
+        mod ${concat(counter_, $c)} {
+            use super::*;
+            type T = sample::$sample;
+            type C = core::primitive::$c;
+            type Params = HistogramParams<T, C>;
 
             /// # Safety
             /// See [`privatized`]; `bins`, `lower`, `upper`, `scale` as [`Even`] documents.
-            #[unsafe(export_name = concat!("histogram_shared_", stringify!($tag)))]
-            pub unsafe extern "ptx-kernel" fn shared(
-                input: *const $t, n: u64, out: *mut $c, bins: u32, lower: f32, upper: f32, scale: f32,
-                copies_log2: u32,
-            ) {
-                let even = Even { bins, lower, upper, scale };
+            #[unsafe(export_name = kernel_name!(histogram shared $sample $c))]
+            pub unsafe extern "ptx-kernel" fn shared(p: Params) {
+                let even = Even { bins: p.bins, lower: p.lower, upper: p.upper, scale: p.scale };
                 // SAFETY: the host passes valid buffers and shared memory (reduce-host's launch contract).
-                unsafe { privatized::<$t, Even, $c, PerSample>(input, n, out, even, copies_log2) }
+                unsafe { privatized::<T, Even, C, PerSample>(p.input, p.n, p.out, even, p.copies_log2) }
             }
 
             /// # Safety
             /// See [`global`]; `bins`, `lower`, `upper`, `scale` as [`Even`] documents.
-            #[unsafe(export_name = concat!("histogram_global_", stringify!($tag)))]
-            pub unsafe extern "ptx-kernel" fn global(
-                input: *const $t, n: u64, out: *mut $c, bins: u32, lower: f32, upper: f32, scale: f32,
-            ) {
-                let even = Even { bins, lower, upper, scale };
+            #[unsafe(export_name = kernel_name!(histogram global $sample $c))]
+            pub unsafe extern "ptx-kernel" fn global(p: Params) {
+                let even = Even { bins: p.bins, lower: p.lower, upper: p.upper, scale: p.scale };
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { super::global::<$t, Even, $c, WarpAggregated>(input, n, out, even) }
+                unsafe { crate::histogram::global::<T, Even, C, WarpAggregated>(p.input, p.n, p.out, even) }
             }
         }
-    )*};
+    };
 }
 
 /// Exports the 256-bin byte histogram for each counter type as `histogram_bytes_<counter>`.
@@ -367,13 +371,11 @@ macro_rules! byte_kernels {
     ($($c:ident),*) => {$(
         /// # Safety
         /// See [`privatized`] (with 256 bins).
-        #[unsafe(export_name = concat!("histogram_bytes_", stringify!($c)))]
-        pub unsafe extern "ptx-kernel" fn ${concat(bytes_, $c)}(
-            input: *const u8, n: u64, out: *mut $c, copies_log2: u32,
-        ) {
+        #[unsafe(export_name = kernel_name!(histogram_bytes $c))]
+        pub unsafe extern "ptx-kernel" fn ${concat(bytes_, $c)}(p: HistogramParams<u8, $c>) {
             // SAFETY: the host passes valid buffers and 1 KiB · copies of shared memory (reduce-host's launch
             // contract).
-            unsafe { privatized::<u8, Bytes, $c, PerSample>(input, n, out, Bytes, copies_log2) }
+            unsafe { privatized::<u8, Bytes, $c, PerSample>(p.input, p.n, p.out, Bytes, p.copies_log2) }
         }
     )*};
 }
@@ -381,15 +383,16 @@ macro_rules! byte_kernels {
 #[allow(non_snake_case)]
 mod entry {
     use super::*;
+    use reduce_contract::kernel_name;
+    use reduce_contract::params::HistogramParams;
 
-    even_kernels! {
-        f32_u32: f32, u32;
-        f32_u64: f32, u64;
-        f16_u32: F16, u32;
-        f16_u64: F16, u64;
-        bf16_u32: BF16, u32;
-        bf16_u64: BF16, u64;
+    /// The sample types by their kernel-name spelling.
+    #[allow(non_camel_case_types)]
+    mod sample {
+        pub use crate::half::{BF16 as bf16, F16 as f16};
+        pub use core::primitive::f32;
     }
 
+    reduce_contract::histogram_samples!(even_kernels);
     byte_kernels!(u32, u64);
 }

@@ -5,9 +5,10 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`arch`] | thread/block/grid indices, barriers, dynamic shared memory, fences, atomics, vector loads |
-//! | [`warp`] | shuffles, votes and the warp reduction, generic over a [`Shuffle`](warp::Shuffle) value |
+//! | [`shuffle`] | `shfl.sync` on words, and [`Shuffle`](shuffle::Shuffle): any value crossing lanes word by word |
 //! | [`half`] | f16/bf16 as bit patterns with exact widening to f32 |
 //! | [`op`] | the reduction operators (`Sum`, `Max`, `Min`, `ArgMax`, `ArgMin`) as types |
+//! | [`warp`] | votes, lane masks and the warp reduction over any operator |
 //! | [`tile`] | cooperative-groups style tiles of 32/16/8/4 lanes: shuffles, votes, reduce, scans |
 //! | [`block`] | block reduction: warp shuffle → shared memory → warp shuffle |
 //! | [`block_scan`] | block exclusive scan: tile scans → warp totals in shared memory → tile scan |
@@ -82,6 +83,7 @@ pub mod lookback;
 pub mod op;
 pub mod seed;
 pub mod select;
+pub mod shuffle;
 pub mod thread;
 pub mod tile;
 pub mod tile_tests;
@@ -90,7 +92,7 @@ pub mod warp;
 
 /// Dynamic shared memory every reduction kernel needs: 32 warp slots of the largest accumulator (16 bytes)
 /// plus room for a block-wide flag. The host launches every kernel with at least this much.
-pub const SMEM_BYTES: u32 = 1024;
+pub use reduce_contract::layout::SMEM_BYTES;
 
 #[cfg(target_arch = "nvptx64")]
 #[panic_handler]

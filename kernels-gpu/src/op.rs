@@ -6,7 +6,7 @@
 //! write the accumulator itself as the result, so the host reads back an `Acc`.
 use core::marker::PhantomData;
 
-use crate::warp::Shuffle;
+use crate::shuffle::Shuffle;
 
 /// A reduction operator.
 pub trait ReduceOp {
@@ -260,15 +260,9 @@ impl<T: OrdElement, D: Direction> ReduceOp for Extreme<T, D> {
     }
 }
 
-/// A value with the index it was found at: the accumulator and result of [`ArgMax`] and [`ArgMin`].
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[repr(C)]
-pub struct Indexed<T> {
-    /// Element value.
-    pub value: T,
-    /// Position in the input slice.
-    pub index: u64,
-}
+/// A value with the index it was found at: the accumulator and result of [`ArgMax`] and [`ArgMin`]. Its
+/// layout is the host's too (`reduce_contract::Indexed`).
+pub use reduce_contract::Indexed;
 
 // SAFETY: both fields are `Shuffle` and are moved field by field.
 unsafe impl<T: Shuffle> Shuffle for Indexed<T> {

@@ -20,11 +20,11 @@ use crate::warp;
 /// Vectors each lane handles per round of the exported [`unordered`] kernels: 8 × 16 bytes, so a warp's one
 /// atomic reserves room for up to 1024 f32 (all warps' atomics hit one counter, whose throughput bounds the
 /// kernel: 4 vectors took 940 µs on 2^28 f32, 8 take 680 µs on the H200).
-pub const UNORDERED_VECTORS: usize = 8;
+pub use reduce_contract::layout::UNORDERED_VECTORS;
 
 /// Vectors each thread handles per tile of the exported [`stable`] kernels. The host sizes its grid (one block
 /// per tile) and the staging memory with the same number.
-pub const STABLE_VECTORS: usize = 4;
+pub use reduce_contract::layout::STABLE_VECTORS;
 
 /// A test on one element, built from the kernel's `threshold` parameter (which tests that need none ignore).
 pub trait Predicate<T>: Copy {
@@ -397,7 +397,8 @@ const TILE_WORD: usize = 40;
 /// Shared-memory word that carries the block's output offset.
 const PREFIX_WORD: usize = 41;
 /// Byte offset of [`stable`]'s staging area in shared memory (16-byte aligned, past PREFIX_WORD).
-pub const STAGE_OFFSET: usize = 384;
+pub const STAGE_OFFSET: usize = reduce_contract::layout::STAGE_OFFSET as usize;
+const _: () = assert!(8 * (PREFIX_WORD + 1) <= STAGE_OFFSET, "the staging area starts past the scan words");
 
 /// Order-preserving compaction of `input[0..n]` into `out`, one tile of `blockDim.x * V` vectors per block;
 /// the block of the last tile writes the number kept to `*count`.

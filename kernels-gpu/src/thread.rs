@@ -28,7 +28,7 @@ vectorize!(f32, f64, F16, BF16, u8, u32, i32, u64, i64);
 
 /// Vectors each thread loads before it combines any: enough bytes in flight per thread to cover latency.
 /// Runs of `UNROLL * LANES` elements go to [`ReduceOp::fold_run`], which takes at most 64.
-pub const UNROLL: u64 = 4;
+pub use reduce_contract::layout::UNROLL;
 
 /// Reduces this thread's grid-stride share of `input[0..n]`; thread `t` of `threads` takes vectors
 /// `t, t + threads, …`. Indices given to [`ReduceOp::lift`] are positions in `input`.

@@ -12,7 +12,8 @@
 //! some lanes of the tile take around the call.
 use crate::arch;
 use crate::op::ReduceOp;
-use crate::warp::{self, Shuffle};
+use crate::shuffle::{self, Shuffle};
+use crate::warp;
 
 /// This thread's tile of `W` lanes (see the module docs).
 #[derive(Clone, Copy)]
@@ -89,7 +90,7 @@ impl<const W: u32> Tile<W> {
     #[inline(always)]
     pub unsafe fn shfl<T: Shuffle>(self, v: T, src: u32) -> T {
         // SAFETY: converged per the caller; the hardware keeps `src` within the tile's segment.
-        unsafe { warp::shfl_idx(v, src, W, self.mask) }
+        unsafe { shuffle::shfl_idx(v, src, W, self.mask) }
     }
 
     /// The lane of rank `r` gets `v` of rank `r - delta`; ranks below `delta` keep their own `v`.
@@ -99,7 +100,7 @@ impl<const W: u32> Tile<W> {
     #[inline(always)]
     pub unsafe fn shfl_up<T: Shuffle>(self, v: T, delta: u32) -> T {
         // SAFETY: converged per the caller; the segment width keeps reads inside the tile.
-        unsafe { warp::shfl_up(v, delta, W, self.mask) }
+        unsafe { shuffle::shfl_up(v, delta, W, self.mask) }
     }
 
     /// The lane of rank `r` gets `v` of rank `r + delta`; ranks at or past `W - delta` keep their own `v`.
@@ -109,7 +110,7 @@ impl<const W: u32> Tile<W> {
     #[inline(always)]
     pub unsafe fn shfl_down<T: Shuffle>(self, v: T, delta: u32) -> T {
         // SAFETY: converged per the caller; the segment width keeps reads inside the tile.
-        unsafe { warp::shfl_down(v, delta, W, self.mask) }
+        unsafe { shuffle::shfl_down(v, delta, W, self.mask) }
     }
 
     /// The lane of rank `r` gets `v` of rank `r ^ (lane_mask % W)`.
@@ -120,7 +121,7 @@ impl<const W: u32> Tile<W> {
     pub unsafe fn shfl_xor<T: Shuffle>(self, v: T, lane_mask: u32) -> T {
         // Masking keeps the partner inside the tile (PTX would let a lane read an earlier tile).
         // SAFETY: converged per the caller.
-        unsafe { warp::shfl_xor(v, lane_mask & (W - 1), W, self.mask) }
+        unsafe { shuffle::shfl_xor(v, lane_mask & (W - 1), W, self.mask) }
     }
 
     /// Bit `r` (for `r < W`) is set when the lane of rank `r` passes a true `pred`; higher bits are 0. The

@@ -1,12 +1,13 @@
 //! Tiny kernels that apply one [`Tile`] primitive to one value per lane, for the host's GPU tests
 //! (`reduce-host/tests/gpu_tiles.rs`), which compare every lane with a CPU model of the same lane arithmetic.
 //!
-//! Each is exported as `test_tile_<primitive>_<W>` with the parameters `(input: *const X, out: *mut X,
-//! arg: u32)`, `X` being `u32` or `f32`; one block, thread `t` reads `input[t]` and writes `out[t]`; `arg` is
-//! the shuffle's source, delta or lane mask. `test_block_scan` does the same for the block scan.
+//! Each is exported as `test_tile_<primitive>_<W>` and takes `LaneParams<X>` (`input`, `out`, `arg`), `X`
+//! being `u32` or `f32`; one block, thread `t` reads `input[t]` and writes `out[t]`; `arg` is the shuffle's
+//! source, delta or lane mask. `test_block_scan` does the same for the block scan.
 use crate::arch;
 use crate::op::{Max, Plus, Sum};
 use crate::tile::Tile;
+use reduce_contract::params::LaneParams;
 
 /// Runs `f` on this thread's tile and input, and stores its answer.
 ///
@@ -28,11 +29,12 @@ macro_rules! tile_kernel {
     ($name:ident, $w:literal, $x:ty, |$tile:ident, $v:ident, $arg:ident| $body:expr) => {
         /// # Safety
         /// See the module docs.
-        #[unsafe(export_name = concat!("test_tile_", stringify!($name), "_", stringify!($w)))]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const $x, out: *mut $x, $arg: u32) {
+        #[unsafe(export_name = reduce_contract::kernel_name!(tile_test $name $w))]
+        pub unsafe extern "ptx-kernel" fn $name(p: LaneParams<$x>) {
+            let $arg = p.arg;
             // SAFETY: the host launches one block over buffers of blockDim.x elements; every lane of every
             // tile runs the body unconditionally, so each collective is reached converged.
-            unsafe { per_lane::<$x, $w>(input, out, |$tile, $v| $body) }
+            unsafe { per_lane::<$x, $w>(p.input, p.out, |$tile, $v| $body) }
         }
     };
 }
@@ -84,11 +86,11 @@ tile_tests!(w32: 32, w16: 16, w8: 8, w4: 4);
 ///
 /// # Safety
 /// As the tile kernels.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn test_block_scan(input: *const u32, out: *mut u32, _arg: u32) {
+#[unsafe(export_name = reduce_contract::kernel_name!(test block_scan))]
+pub unsafe extern "ptx-kernel" fn test_block_scan(p: LaneParams<u32>) {
     // SAFETY: one block over blockDim.x elements; every thread calls the scan.
     unsafe {
-        per_lane::<u32, 32>(input, out, |_, v| {
+        per_lane::<u32, 32>(p.input, p.out, |_, v| {
             let (before, total) = crate::block_scan::exclusive_scan::<Plus<u32>>(v);
             before | total << 16
         })

@@ -15,8 +15,8 @@ fn global_timer_ns() -> u64 {
 ///
 /// # Safety
 /// None beyond launching it (one thread is enough).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn util_spin(ns: u64) {
+#[unsafe(export_name = reduce_contract::kernel_name!(util spin))]
+pub unsafe extern "ptx-kernel" fn util_spin(p: reduce_contract::params::SpinParams) {
     let start = global_timer_ns();
-    while global_timer_ns().wrapping_sub(start) < ns {}
+    while global_timer_ns().wrapping_sub(start) < p.ns {}
 }

@@ -1,24 +1,27 @@
-//! The raw-driver layer: loading a PTX module with its JIT log, looking up kernels, and the crate's single
-//! kernel launch site. Everything above this module works with safe types.
+//! The raw-driver layer: loading a module with its JIT log, resolving kernels once with what launches need
+//! of them, and the crate's single kernel launch site. Everything above this module works with safe types.
 use std::ffi::{CStr, c_void};
+use std::sync::Mutex;
 
 use cust::stream::Stream;
 use cust::sys::{self, CUfunction, CUjit_option, CUmodule};
 
-use crate::error::{Error, Result, check};
-use crate::ptx::PtxModule;
+use reduce_contract::ModuleSpec;
 
-/// A loaded module. Unloaded on drop (a failure there has no caller to report to and is ignored: the
-/// context it belonged to is being torn down anyway).
+use crate::error::{DriverError, Error, Result, check};
+use crate::images::Code;
+
+/// A loaded module and its kernels, resolved at load. Unloaded on drop (a failure there has no caller to
+/// report to and is ignored: the context it belonged to is being torn down anyway).
 pub(crate) struct Module {
     raw: CUmodule,
-    /// Arch of the PTX it was loaded from.
-    pub arch: u32,
+    functions: Box<[Function]>,
 }
 
 impl Module {
-    /// JIT-compiles and loads `ptx` into the current context; a failure carries the JIT's error log.
-    pub fn load(ptx: &PtxModule) -> Result<Self> {
+    /// Loads `image` (a cubin, or NUL-terminated PTX that the driver JIT-compiles) of module `spec` into
+    /// the current context and resolves its kernels, in slot order. A failure carries the JIT's error log.
+    pub fn load(image: &[u8], spec: &ModuleSpec, code: Code) -> Result<Self> {
         let mut log = vec![0u8; 1 << 14];
         let mut options = [
             CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
@@ -26,57 +29,120 @@ impl Module {
         ];
         let mut values = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
         let mut raw = std::ptr::null_mut();
-        // SAFETY: `source` is NUL-terminated PTX; the option arrays have equal length and the log buffer
-        // outlives the call; the driver writes at most `log.len()` bytes.
+        // SAFETY: `image` is a whole cubin or NUL-terminated PTX, and outlives the call; the option arrays
+        // have equal length and the log buffer outlives the call; the driver writes at most `log.len()` bytes.
         let r = unsafe {
             sys::cuModuleLoadDataEx(
                 &mut raw,
-                ptx.source.as_ptr() as *const c_void,
+                image.as_ptr() as *const c_void,
                 options.len() as u32,
                 options.as_mut_ptr(),
                 values.as_mut_ptr(),
             )
         };
-        check(r).map_err(|source| {
+        check(r).map_err(|e| {
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             Error::ModuleLoad {
-                arch: ptx.arch,
-                source,
-                log: String::from_utf8_lossy(&log[..end]).into_owned(),
+                module: spec.name,
+                code,
+                message: format!("{e}\n{}", String::from_utf8_lossy(&log[..end])),
             }
         })?;
-        Ok(Module {
+        let mut module = Module {
             raw,
-            arch: ptx.arch,
-        })
+            functions: Box::new([]),
+        };
+        module.functions = spec
+            .kernels
+            .iter()
+            .map(|name| {
+                Function::resolve(&module, name).map_err(|source| Error::MissingKernel {
+                    kernel: name.to_string_lossy().into_owned(),
+                    module: spec.name,
+                    source,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(module)
     }
 
-    /// Looks up a kernel by name.
-    pub fn function(&self, name: &CStr) -> Result<CUfunction> {
-        let mut f = std::ptr::null_mut();
-        // SAFETY: `raw` is a loaded module and `name` is NUL-terminated.
-        check(unsafe { sys::cuModuleGetFunction(&mut f, self.raw, name.as_ptr()) }).map_err(
-            |e| {
-                Error::InvalidArgument(format!(
-                    "kernel {name:?} is not in the sm_{} module: {e}",
-                    self.arch
-                ))
-            },
-        )?;
-        Ok(f)
+    /// The kernel in slot `slot` of the contract's list.
+    pub fn function(&self, slot: usize) -> &Function {
+        &self.functions[slot]
     }
 }
 
-// SAFETY: driver API module handles may be used from any thread once their context is current there, which
-// every user of `Module` (through `Gpu`) ensures.
+// SAFETY: driver API module and function handles may be used from any thread once their context is current
+// there, which every user of `Module` (through `Gpu`) ensures; the occupancy memo is behind a mutex.
 unsafe impl Send for Module {}
-// SAFETY: as above; `function` only reads the module.
+// SAFETY: as above; nothing mutates a module after `load`.
 unsafe impl Sync for Module {}
 
 impl Drop for Module {
     fn drop(&mut self) {
         // SAFETY: `raw` was loaded by `load` and is unloaded once.
         let _ = unsafe { sys::cuModuleUnload(self.raw) };
+    }
+}
+
+/// A kernel and what launching it needs to know, asked of the driver once.
+pub(crate) struct Function {
+    raw: CUfunction,
+    /// The most threads a block can have, given the kernel's registers.
+    max_threads: u32,
+    /// Resident blocks per SM, memoised by `(threads, shared bytes)`: a handful of shapes per kernel.
+    occupancy: Mutex<Vec<(u32, u32, u32)>>,
+}
+
+impl Function {
+    fn resolve(module: &Module, name: &CStr) -> Result<Function, DriverError> {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: `module.raw` is a loaded module and `name` is NUL-terminated.
+        check(unsafe { sys::cuModuleGetFunction(&mut raw, module.raw, name.as_ptr()) })?;
+        let mut max = 0i32;
+        // SAFETY: `raw` is a kernel of a loaded module; the attribute is written to `max`.
+        check(unsafe {
+            sys::cuFuncGetAttribute(
+                &mut max,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                raw,
+            )
+        })?;
+        Ok(Function {
+            raw,
+            max_threads: max.clamp(32, 1024) as u32 / 32 * 32,
+            occupancy: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// `threads` lowered, if needed, to the most (a multiple of 32) this kernel can launch with: a kernel
+    /// that uses many registers cannot run 1024 threads in a block. Only for kernels correct at any block size.
+    pub fn fit_block(&self, threads: u32) -> u32 {
+        threads.min(self.max_threads)
+    }
+
+    /// How many blocks of `threads` with `shared_bytes` of dynamic shared memory fit on one SM (at least 1).
+    pub fn blocks_per_sm(&self, threads: u32, shared_bytes: u32) -> Result<u32> {
+        let mut memo = self.occupancy.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&(_, _, blocks)) = memo
+            .iter()
+            .find(|&&(t, s, _)| (t, s) == (threads, shared_bytes))
+        {
+            return Ok(blocks);
+        }
+        let mut blocks = 0;
+        // SAFETY: `raw` is a kernel of a loaded module; the driver writes one int.
+        check(unsafe {
+            sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                &mut blocks,
+                self.raw,
+                threads as i32,
+                shared_bytes as usize,
+            )
+        })?;
+        let blocks = (blocks.max(1)) as u32;
+        memo.push((threads, shared_bytes, blocks));
+        Ok(blocks)
     }
 }
 
@@ -88,24 +154,24 @@ pub(crate) struct Launch {
     pub shared_bytes: u32,
 }
 
-/// Enqueues `f` on `stream` with `args`.
+/// Enqueues `f` on `stream` with its one parameter, the struct `params`.
 ///
 /// # Safety
-/// - `args` must match the kernel's parameters in number, order and type (each entry points to a value of
-///   the parameter's type);
-/// - every device pointer among them must be valid for the accesses the kernel's body documents, and stay
+/// - `P` must be the `reduce_contract::params` struct the kernel takes;
+/// - every device pointer in it must be valid for the accesses the kernel's body documents, and stay
 ///   valid until the launch completes on `stream`;
 /// - `shared_bytes` must be at least what the kernel documents, and `block` a multiple of 32, ≤ 1024.
-pub(crate) unsafe fn launch(
-    f: CUfunction,
+pub(crate) unsafe fn launch<P>(
+    f: &Function,
     shape: Launch,
     stream: &Stream,
-    args: &mut [*mut c_void],
+    params: &P,
 ) -> Result<()> {
-    // SAFETY: forwarded to the caller.
+    let mut args = [params as *const P as *mut c_void];
+    // SAFETY: forwarded to the caller; the driver copies the struct before returning.
     let r = unsafe {
         sys::cuLaunchKernel(
-            f,
+            f.raw,
             shape.grid,
             1,
             1,
@@ -177,21 +243,6 @@ pub(crate) unsafe fn read_back_slice<T: cust::memory::DeviceCopy>(
     Ok(())
 }
 
-/// How many blocks of `f` with `block` threads and `shared_bytes` of dynamic shared memory fit on one SM.
-pub(crate) fn max_active_blocks(f: CUfunction, block: u32, shared_bytes: u32) -> Result<u32> {
-    let mut blocks = 0;
-    // SAFETY: `f` is a kernel of a loaded module; the driver writes one int.
-    check(unsafe {
-        sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
-            &mut blocks,
-            f,
-            block as i32,
-            shared_bytes as usize,
-        )
-    })?;
-    Ok(blocks.max(0) as u32)
-}
-
 /// Whether `stream` is capturing into a CUDA graph: work enqueued now runs later, when the graph is
 /// launched, so events recorded now say nothing about when it is done.
 pub(crate) fn capturing(stream: &Stream) -> Result<bool> {
@@ -246,20 +297,4 @@ impl Drop for RawEvent {
         // SAFETY: created by `new`, destroyed once; nothing to report to.
         let _ = unsafe { sys::cuEventDestroy_v2(self.0) };
     }
-}
-
-/// `threads` lowered, if needed, to the most (a multiple of 32) that `f` can launch with: a kernel that uses
-/// many registers cannot run 1024 threads in a block. Only for grid-stride kernels, which are correct for any
-/// block size.
-pub(crate) fn fit_block(f: CUfunction, threads: u32) -> Result<u32> {
-    let mut max = 0i32;
-    // SAFETY: `f` is a kernel of a loaded module; the attribute is written to `max`.
-    check(unsafe {
-        sys::cuFuncGetAttribute(
-            &mut max,
-            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-            f,
-        )
-    })?;
-    Ok(threads.min((max.max(32) as u32) / 32 * 32))
 }

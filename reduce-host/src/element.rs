@@ -1,8 +1,7 @@
-//! Which element types each reduction accepts, and the kernels that serve each pair. A pair without a kernel
-//! has no impl, so asking for it does not compile.
-use std::ffi::CStr;
-
+//! Which element types each reduction accepts. A pair without kernels has no impl, so asking for it does not
+//! compile; the kernels of a pair are named by the contract's `(Op, Elem)`.
 use cust::memory::DeviceCopy;
+use reduce_contract::Elem;
 
 use crate::half::{BF16, F16};
 
@@ -19,45 +18,9 @@ mod sealed {
 pub unsafe trait Element:
     DeviceCopy + Copy + Default + Send + Sync + std::fmt::Debug + 'static + sealed::Sealed
 {
-    /// Name used in kernel symbols, e.g. `"f32"`, `"bf16"`.
-    const NAME: &'static str;
-}
-
-/// The kernels of one `(operator, element)` pair.
-#[derive(Clone, Copy, Debug)]
-pub struct Kernels {
-    /// Per-block partials.
-    pub partials: &'static CStr,
-    /// One block combining partials (two-pass strategy).
-    pub finalize: &'static CStr,
-    /// Single pass, last block combines.
-    pub last_block: &'static CStr,
-    /// Single pass, atomic combine (sums only).
-    pub atomic: Option<&'static CStr>,
-}
-
-pub(crate) const fn cstr(s: &'static str) -> &'static CStr {
-    match CStr::from_bytes_with_nul(s.as_bytes()) {
-        Ok(c) => c,
-        Err(_) => panic!("kernel names are NUL-terminated literals"),
-    }
-}
-
-macro_rules! kernels {
-    ($tag:expr, atomic) => {
-        Kernels {
-            atomic: Some(cstr(concat!("reduce_atomic_", $tag, "\0"))),
-            ..kernels!($tag)
-        }
-    };
-    ($tag:expr) => {
-        Kernels {
-            partials: cstr(concat!("reduce_partials_", $tag, "\0")),
-            finalize: cstr(concat!("reduce_finalize_", $tag, "\0")),
-            last_block: cstr(concat!("reduce_last_block_", $tag, "\0")),
-            atomic: None,
-        }
-    };
+    /// The contract's name of the type, which with the operator picks the kernels.
+    #[doc(hidden)]
+    const ELEM: Elem;
 }
 
 /// Elements that can be summed.
@@ -81,8 +44,6 @@ macro_rules! kernels {
 pub trait SumElement: Element {
     /// The type the sum is accumulated and returned in (see the table above).
     type Acc: DeviceCopy + Copy + std::fmt::Debug + Default;
-    /// Kernels of the sum.
-    const SUM: Kernels;
 }
 
 /// Elements with an order: max, min, argmax and argmin, whose results have the element's own type. Floats
@@ -95,91 +56,35 @@ pub trait SumElement: Element {
 /// ```
 ///
 /// `half::f16` and `half::bf16` data go through [`F16`] and [`BF16`] (`F16::from_halves` views a slice).
-pub trait OrdElement: Element {
-    /// Kernels of max.
-    const MAX: Kernels;
-    /// Kernels of min.
-    const MIN: Kernels;
-    /// Kernels of argmax.
-    const ARGMAX: Kernels;
-    /// Kernels of argmin.
-    const ARGMIN: Kernels;
-}
+pub trait OrdElement: Element {}
 
-/// One line per element type: its Rust type, its kernel-name suffix and its sum's accumulator. Also lists
-/// every type's kernels for [`all_kernels`].
+/// One line per element type: its Rust type, its contract name and its sum's accumulator.
 macro_rules! elements {
-    ($($t:ty, $name:literal, $acc:ty;)*) => {
-        $(
-            impl sealed::Sealed for $t {}
-            // SAFETY: primitives, and F16/BF16 (`repr(transparent)` over a u16-sized half), have the layout
-            // of the device type of the same name.
-            unsafe impl Element for $t {
-                const NAME: &'static str = $name;
-            }
-            impl SumElement for $t {
-                type Acc = $acc;
-                const SUM: Kernels = kernels!(concat!("sum_", $name), atomic);
-            }
-            impl OrdElement for $t {
-                const MAX: Kernels = kernels!(concat!("max_", $name));
-                const MIN: Kernels = kernels!(concat!("min_", $name));
-                const ARGMAX: Kernels = kernels!(concat!("argmax_", $name));
-                const ARGMIN: Kernels = kernels!(concat!("argmin_", $name));
-            }
-        )*
-
-        /// The kernels of every `(operator, element)` pair.
-        fn every_pair() -> Vec<Kernels> {
-            // Qualified: `<f32>::MAX` alone would be the inherent constant.
-            vec![$(
-                <$t as SumElement>::SUM,
-                <$t as OrdElement>::MAX,
-                <$t as OrdElement>::MIN,
-                <$t as OrdElement>::ARGMAX,
-                <$t as OrdElement>::ARGMIN,
-            )*]
+    ($($t:ty, $elem:ident, $acc:ty;)*) => {$(
+        impl sealed::Sealed for $t {}
+        // SAFETY: primitives, and F16/BF16 (`repr(transparent)` over a u16-sized half), have the layout
+        // of the device type of the same name.
+        unsafe impl Element for $t {
+            const ELEM: Elem = Elem::$elem;
         }
-    };
+        impl SumElement for $t {
+            type Acc = $acc;
+        }
+        impl OrdElement for $t {}
+    )*};
 }
 elements! {
-    f32, "f32", f32;
-    f64, "f64", f64;
-    F16, "f16", f32;
-    BF16, "bf16", f32;
-    i32, "i32", i64;
-    u32, "u32", u64;
-    i64, "i64", i64;
-    u64, "u64", u64;
-    u8, "u8", u64;
+    f32, F32, f32;
+    f64, F64, f64;
+    F16, F16, f32;
+    BF16, BF16, f32;
+    i32, I32, i64;
+    u32, U32, u64;
+    i64, I64, i64;
+    u64, U64, u64;
+    u8, U8, u64;
 }
 
-/// An element with its position: the result of argmax and argmin. Same layout as the device's accumulator.
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
-#[repr(C)]
-pub struct Indexed<T> {
-    /// The element.
-    pub value: T,
-    /// Its index in the input slice.
-    pub index: u64,
-}
-
-// SAFETY: a `repr(C)` pair of device-copyable fields holds no host pointers.
-unsafe impl<T: DeviceCopy> DeviceCopy for Indexed<T> {}
-
-/// Names every kernel of every pair: the CPU tests check each one is in every PTX module.
-pub fn all_kernels() -> Vec<&'static CStr> {
-    fn of(k: &Kernels) -> impl Iterator<Item = &'static CStr> {
-        [
-            Some(k.partials),
-            Some(k.finalize),
-            Some(k.last_block),
-            k.atomic,
-        ]
-        .into_iter()
-        .flatten()
-    }
-    let mut v: Vec<&'static CStr> = every_pair().iter().flat_map(of).collect();
-    v.extend(crate::histogram::kernels());
-    v
-}
+/// An element with its position: the result of argmax and argmin, with the device accumulator's layout
+/// (the contract's `Indexed`).
+pub use reduce_contract::Indexed;

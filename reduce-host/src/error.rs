@@ -14,8 +14,13 @@ pub enum Error {
     /// No CUDA device is present, or no driver.
     #[error("no CUDA device found: {0}")]
     NoDevice(DriverError),
-    /// The device is older than the oldest architecture the kernels are built for.
-    #[error("{name} has compute capability {major}.{minor}; reduce-host needs 7.5 or newer")]
+    /// No embedded kernel image runs on the device: it is older than sm_75, or `REDUCE_HOST_FORCE_PTX`
+    /// asked for PTX and no embedded PTX is old enough for it, or the crate was built without kernels (a
+    /// documentation build).
+    #[error(
+        "{name} has compute capability {major}.{minor}; no kernel image embedded in reduce-host runs on it \
+         (it needs 7.5 or newer; REDUCE_HOST_FORCE_PTX=1 needs 9.0 or newer)"
+    )]
     UnsupportedDevice {
         /// Device name reported by the driver.
         name: String,
@@ -24,15 +29,26 @@ pub enum Error {
         /// Compute capability, minor part.
         minor: u32,
     },
-    /// The driver could not JIT-compile and load the PTX module.
-    #[error("loading the sm_{arch} PTX module failed: {source}\nJIT log:\n{log}")]
+    /// The driver could not load a kernel module (or JIT-compile its PTX).
+    #[error("loading kernel module {module} ({code:?}) failed: {message}")]
     ModuleLoad {
-        /// The PTX arch that was loaded.
-        arch: u32,
+        /// The module's name, e.g. `reduce_sum_f32`.
+        module: &'static str,
+        /// The code that was loaded.
+        code: crate::Code,
+        /// The driver's error and, for PTX, the JIT compiler's log.
+        message: String,
+    },
+    /// A loaded module lacks a kernel the contract says it holds: the embedded images and this crate's
+    /// tables disagree (a build defect, never the caller's fault).
+    #[error("kernel {kernel} is missing from module {module}: {source}")]
+    MissingKernel {
+        /// The kernel's name.
+        kernel: String,
+        /// The module's name.
+        module: &'static str,
         /// The driver's error.
         source: DriverError,
-        /// The JIT compiler's error log.
-        log: String,
     },
     /// A CUDA driver call failed.
     #[error("CUDA driver error: {0}")]

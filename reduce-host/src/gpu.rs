@@ -1,16 +1,16 @@
-//! [`Gpu`]: one device with the kernels loaded, shared by every handle ([`DeviceReduce`](crate::DeviceReduce)
-//! and the others) so the PTX is loaded and JIT-compiled once per device.
-use std::ffi::CStr;
-use std::sync::Arc;
+//! [`Gpu`]: one device and its kernels, shared by every handle ([`DeviceReduce`](crate::DeviceReduce) and
+//! the others) so each kernel module is loaded once per device, when first needed.
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cust::context::{Context, CurrentContext};
 use cust::device::{Device, DeviceAttribute};
 use cust::stream::{Stream, StreamFlags};
-use cust::sys::CUfunction;
+use reduce_contract::Kernel;
+use reduce_contract::params::SpinParams;
 
-use crate::driver::Module;
+use crate::driver::{Function, Module};
 use crate::error::{DriverError, Error, Result};
-use crate::ptx;
+use crate::images::{self, Code, Image};
 
 /// The members every handle (`DeviceReduce`, `DeviceHistogram`, `DeviceSelect`) has in the same form: `new`
 /// on device 0, its device, and the stream its blocking calls run on. The type needs `with_gpu`, and fields
@@ -43,6 +43,7 @@ macro_rules! handle_basics {
 
 /// What was learned about the device when it was opened.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct DeviceInfo {
     /// Name reported by the driver.
     pub name: String,
@@ -50,8 +51,9 @@ pub struct DeviceInfo {
     pub compute_capability: (u32, u32),
     /// Number of streaming multiprocessors.
     pub sm_count: u32,
-    /// The arch of the PTX module that was loaded (e.g. 90).
-    pub ptx_arch: u32,
+    /// The kernel code this device runs: a cubin built ahead of time, or PTX the driver JIT-compiles on
+    /// first use of each module (see [`Code`]).
+    pub code: Code,
 }
 
 impl DeviceInfo {
@@ -61,13 +63,21 @@ impl DeviceInfo {
     }
 }
 
-/// A CUDA device (its primary context) with this crate's kernels loaded. Cloning is cheap and shares the
-/// module; memory allocated by `cust` on the same device works with every handle made from it.
+/// A CUDA device (its primary context) and the kernels it runs. Cloning is cheap and shares everything;
+/// memory allocated by `cust` on the same device works with every handle made from it.
+///
+/// Opening a `Gpu` loads no kernels: each module (say, the f32 sum's four kernels) is loaded the first
+/// time a call needs it, and resolved once. A program that only sums never loads the histogram or
+/// compaction kernels.
 #[derive(Clone)]
 pub struct Gpu(Arc<Inner>);
 
 struct Inner {
-    module: Module,
+    image: &'static Image,
+    /// One slot per `reduce_contract::Module`, filled on first use.
+    modules: Box<[OnceLock<Module>]>,
+    /// Serialises loads, so two threads never load the same module twice.
+    loading: Mutex<()>,
     info: DeviceInfo,
     /// Retained for the rest of the process, never released: buffers and streams the user made on this device
     /// may be dropped after the last handle, and they need the primary context alive (the CUDA runtime keeps
@@ -77,7 +87,7 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // The module is unloaded next: its context must be current. Nothing to report a failure to.
+        // The modules are unloaded next: their context must be current. Nothing to report a failure to.
         let _ = CurrentContext::set_current(&*self.ctx);
     }
 }
@@ -88,8 +98,8 @@ impl Gpu {
         Self::with_device(0)
     }
 
-    /// The device with this ordinal: retains its primary context, picks the newest PTX module the device
-    /// can run and loads it.
+    /// The device with this ordinal: retains its primary context and picks the kernel image it runs (the
+    /// newest matching cubin, else PTX; `REDUCE_HOST_FORCE_PTX=1` forces PTX). Loads no kernels yet.
     pub fn with_device(ordinal: u32) -> Result<Self> {
         let no_device = |e: cust::error::CudaError| Error::NoDevice(DriverError::from(e));
         cust::init(cust::CudaFlags::empty()).map_err(no_device)?;
@@ -99,19 +109,24 @@ impl Gpu {
         let major = attr(DeviceAttribute::ComputeCapabilityMajor)?;
         let minor = attr(DeviceAttribute::ComputeCapabilityMinor)?;
         let name = device.name()?;
-        let module = match ptx::best_for(major * 10 + minor) {
-            Some(m) => Module::load(m)?,
-            None => return Err(Error::UnsupportedDevice { name, major, minor }),
+        let force_ptx =
+            std::env::var_os("REDUCE_HOST_FORCE_PTX").is_some_and(|v| v != "0" && !v.is_empty());
+        let Some(image) = images::choose(major, minor, force_ptx) else {
+            return Err(Error::UnsupportedDevice { name, major, minor });
         };
         let sm_count = attr(DeviceAttribute::MultiprocessorCount)?;
         let info = DeviceInfo {
             name,
             compute_capability: (major, minor),
             sm_count,
-            ptx_arch: module.arch,
+            code: image.code(),
         };
         Ok(Gpu(Arc::new(Inner {
-            module,
+            image,
+            modules: (0..reduce_contract::Module::COUNT)
+                .map(|_| OnceLock::new())
+                .collect(),
+            loading: Mutex::new(()),
             info,
             ctx: std::mem::ManuallyDrop::new(ctx),
         })))
@@ -127,30 +142,42 @@ impl Gpu {
         Ok(CurrentContext::set_current(&*self.0.ctx)?)
     }
 
-    /// A kernel of the loaded module.
-    pub(crate) fn function(&self, name: &CStr) -> Result<CUfunction> {
-        self.0.module.function(name)
+    /// A kernel, its module loaded (and resolved) the first time. The context must be current.
+    pub(crate) fn function(&self, kernel: Kernel) -> Result<&Function> {
+        let slot = &self.0.modules[kernel.module.index()];
+        if let Some(m) = slot.get() {
+            return Ok(m.function(kernel.slot as usize));
+        }
+        let _guard = self.0.loading.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.get().is_none() {
+            let image = self.0.image.module(kernel.module)?;
+            let module = Module::load(&image, kernel.module.spec(), self.0.image.code())?;
+            let _ = slot.set(module);
+        }
+        Ok(slot
+            .get()
+            .expect("set above")
+            .function(kernel.slot as usize))
     }
 
     /// Enqueues a one-thread kernel that busy-waits `ns` nanoseconds on `stream`. Benchmarks put it ahead of
-    /// timed work so the host can queue that work before the GPU reaches it.
+    /// timed work so the host can queue that work before the GPU reaches it. At most one second, so a
+    /// mistaken value cannot hang the GPU.
+    #[doc(hidden)]
     pub fn spin_async(&self, ns: u64, stream: &Stream) -> Result<()> {
+        if ns > 1_000_000_000 {
+            return Err(Error::InvalidArgument(format!(
+                "spin of {ns} ns: at most one second"
+            )));
+        }
         self.make_current()?;
-        let mut ns = ns;
         let shape = crate::driver::Launch {
             grid: 1,
             block: 32,
             shared_bytes: 0,
         };
-        // SAFETY: `util_spin(ns: u64)` takes one u64 and touches no memory.
-        unsafe {
-            crate::driver::launch(
-                self.function(c"util_spin")?,
-                shape,
-                stream,
-                &mut [&mut ns as *mut u64 as *mut std::ffi::c_void],
-            )
-        }
+        // SAFETY: `util_spin` touches no memory.
+        unsafe { crate::dispatch::launch(self, Kernel::SPIN, shape, stream, SpinParams { ns }) }
     }
 
     /// A new non-blocking stream on this device.

@@ -1,34 +1,27 @@
 //! [`DeviceHistogram`]: device-wide histograms with evenly spaced bins ([`EvenBins`]), and the 256-bin byte
 //! histogram. Each block counts into private copies in shared memory (one per lane when they fit) and merges
 //! them with one atomic per non-empty bin; histograms too large for shared memory count with global atomics.
-use std::ffi::{CStr, c_void};
-
 use cust::memory::{DeviceBuffer, DeviceCopy, DeviceSlice};
 use cust::stream::Stream;
-use cust::sys::CUfunction;
+use reduce_contract::Sample;
+use reduce_contract::layout::MAX_SHARED_BINS;
 
-use crate::driver::{self, Launch};
-use crate::element::cstr;
+use crate::dispatch::histogram::Plan;
+use crate::dispatch::{self, Span};
+use crate::driver;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::half::{BF16, F16};
-use crate::reduce::SMEM_BYTES;
-use crate::tuning;
 
 mod sealed {
-    use std::ffi::CStr;
-
-    /// Kernel names of a sample type, indexed by [`Counter::INDEX`].
+    /// The contract's name of a sample type.
     pub trait Sample {
-        const SHARED: [&'static CStr; 2];
-        const GLOBAL: [&'static CStr; 2];
+        const SAMPLE: reduce_contract::Sample;
     }
 
     pub trait Counter {
-        /// Index into the sample's kernel tables.
-        const INDEX: usize;
-        /// The byte histogram counting in this type.
-        const BYTES: &'static CStr;
+        /// Whether the counters are 64-bit (they pick the kernel).
+        const WIDE: bool;
     }
 }
 
@@ -42,16 +35,9 @@ pub trait HistogramSample:
 }
 
 macro_rules! samples {
-    ($($t:ty => $tag:literal, |$x:ident| $to_f32:expr;)*) => {$(
+    ($($t:ty => $sample:ident, |$x:ident| $to_f32:expr;)*) => {$(
         impl sealed::Sample for $t {
-            const SHARED: [&'static CStr; 2] = [
-                cstr(concat!("histogram_shared_", $tag, "_u32\0")),
-                cstr(concat!("histogram_shared_", $tag, "_u64\0")),
-            ];
-            const GLOBAL: [&'static CStr; 2] = [
-                cstr(concat!("histogram_global_", $tag, "_u32\0")),
-                cstr(concat!("histogram_global_", $tag, "_u64\0")),
-            ];
+            const SAMPLE: Sample = Sample::$sample;
         }
         impl HistogramSample for $t {
             fn to_f32(self) -> f32 {
@@ -62,9 +48,9 @@ macro_rules! samples {
     )*};
 }
 samples! {
-    f32 => "f32", |x| x;
-    F16 => "f16", |x| x.to_f32();
-    BF16 => "bf16", |x| x.to_f32();
+    f32 => F32, |x| x;
+    F16 => F16, |x| x.to_f32();
+    BF16 => BF16, |x| x.to_f32();
 }
 
 /// Bin counter types: `u32`, or `u64` for inputs of more than `u32::MAX` samples (a bin could overflow a
@@ -78,29 +64,16 @@ pub trait Counter:
 }
 
 impl sealed::Counter for u32 {
-    const INDEX: usize = 0;
-    const BYTES: &'static CStr = c"histogram_bytes_u32";
+    const WIDE: bool = false;
 }
 impl Counter for u32 {
     const MAX: u64 = u32::MAX as u64;
 }
 impl sealed::Counter for u64 {
-    const INDEX: usize = 1;
-    const BYTES: &'static CStr = c"histogram_bytes_u64";
+    const WIDE: bool = true;
 }
 impl Counter for u64 {
     const MAX: u64 = u64::MAX;
-}
-
-/// Every histogram kernel, for [`all_kernels`](crate::all_kernels).
-pub(crate) fn kernels() -> impl Iterator<Item = &'static CStr> {
-    fn of<T: sealed::Sample>() -> impl Iterator<Item = &'static CStr> {
-        T::SHARED.into_iter().chain(T::GLOBAL)
-    }
-    of::<f32>().chain(of::<F16>()).chain(of::<BF16>()).chain([
-        <u32 as sealed::Counter>::BYTES,
-        <u64 as sealed::Counter>::BYTES,
-    ])
 }
 
 /// `bins` evenly spaced bins over the half-open range `[lower, upper)`, checked and ready to use.
@@ -200,6 +173,16 @@ impl EvenBins {
         self.scale
     }
 
+    /// The dispatch's plan for counting `sample`s in these bins.
+    fn plan(&self, sample: Sample, wide: bool) -> Plan {
+        Plan::even(
+            sample,
+            wide,
+            self.bins,
+            [self.lower, self.upper, self.scale],
+        )
+    }
+
     /// The bin of `x`, or `None` if it is dropped (the formula above).
     pub fn bin(&self, x: f32) -> Option<usize> {
         if x >= self.lower && x < self.upper {
@@ -209,19 +192,6 @@ impl EvenBins {
             None
         }
     }
-}
-
-/// Which kernel, and what it is told.
-struct Plan {
-    kernel: &'static CStr,
-    bins: u32,
-    shared_bytes: u32,
-    /// Whether the kernel counts in shared memory (else straight into global memory).
-    shared: bool,
-    /// `log2` of the private copies per block (the shared kernels' last parameter).
-    copies_log2: u32,
-    /// `None` for the byte histogram, whose kernel takes no range.
-    even: Option<EvenBins>,
 }
 
 /// Device-wide histograms on `cust` device memory.
@@ -257,7 +227,7 @@ handle_basics!(DeviceHistogram);
 impl DeviceHistogram {
     /// Most bins counted in shared memory: their private `u32` copy fits the 48 KiB of dynamic shared memory a
     /// block gets without opting in. Larger histograms count with global atomics (correct, slower).
-    pub const MAX_SHARED_BINS: usize = 48 * 1024 / 4;
+    pub const MAX_SHARED_BINS: usize = MAX_SHARED_BINS as usize;
 
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
@@ -281,7 +251,7 @@ impl DeviceHistogram {
         lower: f32,
         upper: f32,
     ) -> Result<Vec<C>> {
-        let plan = Self::even_plan::<T, C>(EvenBins::new(bins, lower, upper)?);
+        let plan = EvenBins::new(bins, lower, upper)?.plan(T::SAMPLE, C::WIDE);
         self.blocking::<T, C>(input, plan)
     }
 
@@ -300,7 +270,7 @@ impl DeviceHistogram {
         out: &mut DeviceSlice<C>,
         stream: &Stream,
     ) -> Result<()> {
-        let plan = Self::even_plan::<T, C>(EvenBins::new(bins, lower, upper)?);
+        let plan = EvenBins::new(bins, lower, upper)?.plan(T::SAMPLE, C::WIDE);
         self.enqueue_into::<T, C>(input, plan, out, stream)
     }
 
@@ -311,7 +281,7 @@ impl DeviceHistogram {
     ///
     /// Errors with [`Error::InvalidArgument`] when `C = u32` but `input` has more than `u32::MAX` bytes.
     pub fn even_u8<C: Counter>(&mut self, input: &DeviceSlice<u8>) -> Result<Vec<C>> {
-        self.blocking::<u8, C>(input, Self::bytes_plan::<C>())
+        self.blocking::<u8, C>(input, Plan::bytes(C::WIDE))
     }
 
     /// Enqueues [`even_u8`](Self::even_u8) on `stream`, writing the counts to `out[..256]` (zeroed first), and
@@ -325,50 +295,7 @@ impl DeviceHistogram {
         out: &mut DeviceSlice<C>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into::<u8, C>(input, Self::bytes_plan::<C>(), out, stream)
-    }
-
-    fn even_plan<T: HistogramSample, C: Counter>(even: EvenBins) -> Plan {
-        let shared = even.bins() <= Self::MAX_SHARED_BINS;
-        let copies_log2 = Self::copies_log2(even.bins);
-        Plan {
-            kernel: if shared {
-                T::SHARED[C::INDEX]
-            } else {
-                T::GLOBAL[C::INDEX]
-            },
-            bins: even.bins,
-            shared_bytes: if shared {
-                (even.bins << copies_log2) * 4
-            } else {
-                0
-            }
-            .max(SMEM_BYTES),
-            shared,
-            copies_log2,
-            even: Some(even),
-        }
-    }
-
-    fn bytes_plan<C: Counter>() -> Plan {
-        let copies_log2 = Self::copies_log2(256);
-        Plan {
-            kernel: C::BYTES,
-            bins: 256,
-            shared_bytes: (256 << copies_log2) * 4,
-            shared: true,
-            copies_log2,
-            even: None,
-        }
-    }
-
-    /// Private copies per block, as a power of two: one per lane (32) when they fit in shared memory, which
-    /// makes every warp's shared atomics conflict-free, else as many as fit.
-    fn copies_log2(bins: u32) -> u32 {
-        (0..=5)
-            .rev()
-            .find(|&k| (bins as usize) << k <= Self::MAX_SHARED_BINS)
-            .unwrap_or(0)
+        self.enqueue_into::<u8, C>(input, Plan::bytes(C::WIDE), out, stream)
     }
 
     /// Refuses `u32` counters for inputs whose bins could overflow them.
@@ -397,9 +324,12 @@ impl DeviceHistogram {
         }
         let out = self.counts.as_device_ptr().as_raw();
         let stream = &self.stream;
+        let input = Span::of(input, "input")?;
         // SAFETY: `counts` holds at least `bins` u64, so room for `bins` counters of `C`; blocking work ends
         // before the buffer is reused or freed.
-        unsafe { self.enqueue::<T, C>(input, plan, out, stream)? };
+        unsafe {
+            dispatch::histogram::enqueue::<T, C>(&self.gpu, input, &plan, out as *mut C, stream)?
+        };
         let mut counts = vec![C::default(); bins];
         // SAFETY: the kernels just enqueued on `stream` write `bins` counters of `C` at `out`.
         unsafe { driver::read_back_slice(out, &mut counts, stream)? };
@@ -421,104 +351,14 @@ impl DeviceHistogram {
             )));
         }
         Self::check_capacity::<C>(input.len())?;
+        let input = Span::of(input, "input")?;
+        let out = Span::of(out, "output")?;
         self.gpu.make_current()?;
         // SAFETY: `out` is a live device slice of at least `bins` counters; the caller keeps it alive.
-        unsafe { self.enqueue::<T, C>(input, plan, out.as_device_ptr().as_raw(), stream) }
-    }
-
-    /// The dispatch: zeroes the output, sizes the grid and launches the plan's kernel.
-    ///
-    /// # Safety
-    /// `out` must be valid for `plan.bins` counters of `C` until `stream` has passed this work.
-    unsafe fn enqueue<T: DeviceCopy, C: Counter>(
-        &self,
-        input: &DeviceSlice<T>,
-        plan: Plan,
-        out: u64,
-        stream: &Stream,
-    ) -> Result<()> {
-        let mut input_ptr = input.as_device_ptr().as_raw();
-        let mut n = input.len() as u64;
-        let align = std::mem::align_of::<T>() as u64;
-        if n > 0 && (input_ptr == 0 || !input_ptr.is_multiple_of(align)) {
-            return Err(Error::InvalidArgument(format!(
-                "input address {input_ptr:#x} is null or not aligned to its {align}-byte element"
-            )));
-        }
-        // SAFETY: the caller guarantees `out` holds `bins` counters.
-        unsafe { driver::memset_zero(out, plan.bins as usize * std::mem::size_of::<C>(), stream)? };
-        if n == 0 {
-            return Ok(());
-        }
-        let f = self.gpu.function(plan.kernel)?;
-        let shape = Launch {
-            grid: self.grid(f, n, std::mem::size_of::<T>(), plan.shared_bytes)?,
-            block: tuning::HISTOGRAM_THREADS,
-            shared_bytes: plan.shared_bytes,
-        };
-        let mut out = out;
-        let base = [arg(&mut input_ptr), arg(&mut n), arg(&mut out)];
-        match plan.even {
-            None => {
-                // SAFETY: `histogram_bytes_*` takes (input: *const u8, n: u64, out: *mut C, copies_log2: u32);
-                // `input` is valid for `n` reads (a live, aligned DeviceSlice), `out` for 256 counters (the
-                // caller), and the launch gives the 4 · 256 · 2^copies_log2 bytes of shared memory the private
-                // copies take (`bytes_plan`).
-                let mut copies_log2 = plan.copies_log2;
-                let mut args = [base[0], base[1], base[2], arg(&mut copies_log2)];
-                unsafe { driver::launch(f, shape, stream, &mut args) }
-            }
-            Some(even) => {
-                let (mut bins, mut lower, mut upper, mut scale, mut copies_log2) = (
-                    even.bins,
-                    even.lower,
-                    even.upper,
-                    even.scale,
-                    plan.copies_log2,
-                );
-                let mut args = [
-                    base[0],
-                    base[1],
-                    base[2],
-                    arg(&mut bins),
-                    arg(&mut lower),
-                    arg(&mut upper),
-                    arg(&mut scale),
-                    arg(&mut copies_log2),
-                ];
-                // The global kernel has no copies: it takes the first seven arguments.
-                let args = if plan.shared {
-                    &mut args[..]
-                } else {
-                    &mut args[..7]
-                };
-                // SAFETY: `histogram_shared_*` takes (input: *const T, n: u64, out: *mut C, bins: u32,
-                // lower: f32, upper: f32, scale: f32, copies_log2: u32), `histogram_global_*` the same without
-                // `copies_log2`; `input` is valid for `n` reads, `out` for `bins` counters, the range was
-                // checked by `EvenBins::new`, and the shared kernel gets 4 · bins · 2^copies_log2 bytes of
-                // shared memory (`even_plan`).
-                unsafe { driver::launch(f, shape, stream, args) }
-            }
+        unsafe {
+            dispatch::histogram::enqueue::<T, C>(&self.gpu, input, &plan, out.as_mut_ptr(), stream)
         }
     }
-
-    /// Grid for `n` samples: the reduction's sizing, capped by how many blocks with this much shared memory
-    /// fit on the device, and with enough blocks that none counts `u32::MAX` samples into its private `u32`
-    /// counters (a block sees at most `n / grid` plus one trip's worth, well below 2^32 when `n / grid <= 2^31`).
-    fn grid(&self, f: CUfunction, n: u64, elem_size: usize, shared_bytes: u32) -> Result<u32> {
-        let threads = tuning::HISTOGRAM_THREADS;
-        let fit = driver::max_active_blocks(f, threads, shared_bytes)?.max(1);
-        let max = (self.gpu.info().sm_count * fit).max(1) as u64;
-        let want = n.div_ceil(tuning::elements_per_block_trip(threads, elem_size));
-        let grid = want.clamp(1, max).max(n.div_ceil(1 << 31));
-        u32::try_from(grid)
-            .map_err(|_| Error::InvalidArgument(format!("{n} samples need too many blocks")))
-    }
-}
-
-/// A kernel argument: a pointer to its value.
-fn arg<T>(value: &mut T) -> *mut c_void {
-    value as *mut T as *mut c_void
 }
 
 impl Drop for DeviceHistogram {
@@ -596,44 +436,5 @@ mod tests {
             assert!(DeviceHistogram::check_capacity::<u32>(n).is_err());
             assert!(DeviceHistogram::check_capacity::<u64>(n).is_ok());
         }
-    }
-
-    #[test]
-    fn kernel_names_follow_the_device_exports() {
-        let names: Vec<_> = kernels().map(|k| k.to_str().unwrap().to_owned()).collect();
-        assert_eq!(names.len(), 14);
-        assert!(names.contains(&"histogram_shared_bf16_u64".to_owned()));
-        assert!(names.contains(&"histogram_global_f16_u32".to_owned()));
-        assert!(names.contains(&"histogram_bytes_u32".to_owned()));
-    }
-
-    #[test]
-    fn large_histograms_leave_shared_memory() {
-        let plan =
-            |bins| DeviceHistogram::even_plan::<f32, u32>(EvenBins::new(bins, 0.0, 1.0).unwrap());
-        // One copy per lane while 32 fit in 48 KiB, then fewer.
-        assert_eq!((plan(7).copies_log2, plan(7).shared_bytes), (5, SMEM_BYTES));
-        assert_eq!(
-            (plan(256).copies_log2, plan(256).shared_bytes),
-            (5, 32 * 1024)
-        );
-        assert_eq!(
-            (plan(1000).copies_log2, plan(1000).shared_bytes),
-            (3, 32000)
-        );
-        let most = plan(DeviceHistogram::MAX_SHARED_BINS);
-        assert_eq!((most.copies_log2, most.shared_bytes), (0, 48 * 1024));
-        assert_eq!(
-            plan(DeviceHistogram::MAX_SHARED_BINS).kernel,
-            c"histogram_shared_f32_u32"
-        );
-        assert_eq!(
-            plan(DeviceHistogram::MAX_SHARED_BINS + 1).kernel,
-            c"histogram_global_f32_u32"
-        );
-        assert_eq!(
-            plan(DeviceHistogram::MAX_SHARED_BINS + 1).shared_bytes,
-            SMEM_BYTES
-        );
     }
 }

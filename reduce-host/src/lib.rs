@@ -41,7 +41,9 @@
 //! [`select_flagged`](DeviceSelect::select_flagged) in input order (one pass, decoupled look-back).
 #![warn(missing_docs)]
 
+#[doc(hidden)]
 pub mod cpu;
+mod dispatch;
 mod driver;
 mod element;
 mod error;
@@ -49,26 +51,24 @@ mod error;
 mod gpu;
 mod half;
 mod histogram;
+#[doc(hidden)]
+pub mod images;
 mod last_use;
-pub mod ptx;
 mod reduce;
 pub mod seed;
 pub mod select;
 mod testing;
 pub mod tuning;
 
-pub use element::{Element, Indexed, Kernels, OrdElement, SumElement, all_kernels};
+pub use element::{Element, Indexed, OrdElement, SumElement};
 pub use error::{DriverError, Error, Result};
 pub use gpu::{DeviceInfo, Gpu};
 pub use half::{BF16, F16};
 pub use histogram::{Counter, DeviceHistogram, EvenBins, HistogramSample};
+pub use images::Code;
 pub use reduce::{Combine, DeviceReduce};
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
-    select_kernels, stable_tiles,
 };
 #[doc(hidden)]
 pub use testing::LaneWord;
-
-/// Dynamic shared memory, in bytes, every kernel is launched with; must match `kernels-gpu`'s `SMEM_BYTES`.
-pub const KERNEL_SHARED_BYTES: u32 = reduce::SMEM_BYTES;

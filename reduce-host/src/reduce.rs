@@ -1,15 +1,15 @@
-//! [`DeviceReduce`]: the reusable handle and the device-wide dispatch of sum, max, min, argmax and argmin.
-use std::ffi::{CStr, c_void};
-
-use cust::memory::{DeviceBuffer, DeviceCopy, DeviceSlice};
+//! [`DeviceReduce`]: the reusable handle for sum, max, min, argmax and argmin; the launches are in
+//! [`crate::dispatch::reduce`].
+use cust::memory::{DeviceCopy, DeviceSlice};
 use cust::stream::Stream;
-use cust::sys::CUfunction;
+use reduce_contract::Op;
 
-use crate::driver::{self, Launch};
-use crate::element::{Element, Indexed, Kernels, OrdElement, SumElement};
+use crate::dispatch::reduce::{Scratch, Strategy};
+use crate::dispatch::{self, Span};
+use crate::driver;
+use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::last_use::LastUse;
 use crate::tuning::{self, Policy};
 
 /// How the per-block partials of a device-wide reduction are combined.
@@ -39,35 +39,14 @@ pub enum Combine {
 
 impl Combine {
     /// The strategy that runs for an input of `bytes`: `Auto` becomes `TwoPass` or `LastBlock`.
-    fn resolve(self, bytes: u64) -> Combine {
+    fn resolve(self, bytes: u64) -> Strategy {
         match self {
-            Combine::Auto if bytes <= tuning::AUTO_TWO_PASS_BYTES => Combine::TwoPass,
-            Combine::Auto => Combine::LastBlock,
-            c => c,
+            Combine::Auto if bytes <= tuning::AUTO_TWO_PASS_BYTES => Strategy::TwoPass,
+            Combine::Auto => Strategy::LastBlock,
+            Combine::TwoPass => Strategy::TwoPass,
+            Combine::LastBlock => Strategy::LastBlock,
+            Combine::Atomic => Strategy::Atomic,
         }
-    }
-}
-
-/// Device temporaries: per-block partials, the last-block ticket and the result slot of blocking calls.
-/// Async calls may run on any stream; [`LastUse`] keeps two streams from sharing them at the same time.
-struct Scratch {
-    partials: DeviceBuffer<u8>,
-    ticket: DeviceBuffer<u32>,
-    result: DeviceBuffer<u8>,
-    last_use: LastUse,
-}
-
-/// Largest accumulator any kernel writes (an `Indexed<f64>`).
-const MAX_ACC_BYTES: usize = 16;
-
-impl Scratch {
-    fn new(max_grid: u32) -> Result<Self> {
-        Ok(Scratch {
-            partials: DeviceBuffer::zeroed(max_grid as usize * MAX_ACC_BYTES)?,
-            ticket: DeviceBuffer::zeroed(1)?,
-            result: DeviceBuffer::zeroed(MAX_ACC_BYTES)?,
-            last_use: LastUse::new()?,
-        })
     }
 }
 
@@ -143,13 +122,8 @@ impl DeviceReduce {
             )));
         }
         self.make_current()?;
-        if policy.blocks_per_sm > self.policy.blocks_per_sm {
-            // The old buffer may still be in use by async work on any stream.
-            self.scratch.last_use.synchronize()?;
-            self.scratch.partials = DeviceBuffer::zeroed(
-                (self.gpu.info().sm_count * policy.blocks_per_sm) as usize * MAX_ACC_BYTES,
-            )?;
-        }
+        self.scratch
+            .reserve(self.gpu.info().sm_count * policy.blocks_per_sm)?;
         self.policy = policy;
         Ok(())
     }
@@ -163,18 +137,18 @@ impl DeviceReduce {
     /// are the same on every run. Integers are summed in i64/u64 and **wrap** on overflow (the result is the
     /// exact sum modulo 2^64), the same with every strategy.
     pub fn sum<T: SumElement>(&mut self, input: &DeviceSlice<T>) -> Result<T::Acc> {
-        self.blocking(&T::SUM, input)
+        self.blocking(Op::Sum, input)
     }
 
     /// Greatest element, `None` for an empty slice. If any element is NaN the result is NaN; -0.0 and +0.0
     /// compare equal.
     pub fn max<T: OrdElement>(&mut self, input: &DeviceSlice<T>) -> Result<Option<T>> {
-        Ok(self.blocking(&T::MAX, input)?).map(|v: T| (!input.is_empty()).then_some(v))
+        Ok(self.blocking(Op::Max, input)?).map(|v: T| (!input.is_empty()).then_some(v))
     }
 
     /// Least element, `None` for an empty slice. NaN propagates as for [`max`](Self::max).
     pub fn min<T: OrdElement>(&mut self, input: &DeviceSlice<T>) -> Result<Option<T>> {
-        Ok(self.blocking(&T::MIN, input)?).map(|v: T| (!input.is_empty()).then_some(v))
+        Ok(self.blocking(Op::Min, input)?).map(|v: T| (!input.is_empty()).then_some(v))
     }
 
     /// Index and value of the greatest element, `None` for an empty slice. Ties go to the smallest index;
@@ -183,7 +157,7 @@ impl DeviceReduce {
     where
         Indexed<T>: Default,
     {
-        Ok(self.blocking(&T::ARGMAX, input)?).map(|v| (!input.is_empty()).then_some(v))
+        Ok(self.blocking(Op::ArgMax, input)?).map(|v| (!input.is_empty()).then_some(v))
     }
 
     /// Index and value of the least element, `None` for an empty slice. Same rules as
@@ -192,7 +166,7 @@ impl DeviceReduce {
     where
         Indexed<T>: Default,
     {
-        Ok(self.blocking(&T::ARGMIN, input)?).map(|v| (!input.is_empty()).then_some(v))
+        Ok(self.blocking(Op::ArgMin, input)?).map(|v| (!input.is_empty()).then_some(v))
     }
 
     /// Enqueues the sum of `input` into `out[0]` on `stream` and returns without waiting.
@@ -205,7 +179,7 @@ impl DeviceReduce {
         out: &mut DeviceSlice<T::Acc>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(&T::SUM, input, out, stream)
+        self.enqueue_into(Op::Sum, input, out, stream)
     }
 
     /// Enqueues the max of `input` into `out[0]`; an empty input writes the identity (−∞, or `MIN` for
@@ -219,7 +193,7 @@ impl DeviceReduce {
         out: &mut DeviceSlice<T>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(&T::MAX, input, out, stream)
+        self.enqueue_into(Op::Max, input, out, stream)
     }
 
     /// Enqueues the min of `input` into `out[0]`; an empty input writes the identity (+∞, or `MAX` for
@@ -233,7 +207,7 @@ impl DeviceReduce {
         out: &mut DeviceSlice<T>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(&T::MIN, input, out, stream)
+        self.enqueue_into(Op::Min, input, out, stream)
     }
 
     /// Enqueues the argmax of `input` into `out[0]`; an empty input writes `{ value: −∞ (or MIN), index:
@@ -247,7 +221,7 @@ impl DeviceReduce {
         out: &mut DeviceSlice<Indexed<T>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(&T::ARGMAX, input, out, stream)
+        self.enqueue_into(Op::ArgMax, input, out, stream)
     }
 
     /// Enqueues the argmin of `input` into `out[0]`; an empty input writes `{ value: +∞ (or MAX), index:
@@ -261,25 +235,25 @@ impl DeviceReduce {
         out: &mut DeviceSlice<Indexed<T>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(&T::ARGMIN, input, out, stream)
+        self.enqueue_into(Op::ArgMin, input, out, stream)
     }
 
-    /// Runs `kernels` over `input` on the handle's stream and reads the accumulator back.
+    /// Runs `op` over `input` on the handle's stream and reads the accumulator back.
     fn blocking<T: Element, Acc: DeviceCopy + Default>(
         &mut self,
-        kernels: &Kernels,
+        op: Op,
         input: &DeviceSlice<T>,
     ) -> Result<Acc> {
         self.make_current()?;
         let out = self.scratch.result.as_device_ptr().as_raw();
-        self.enqueue::<T, Acc>(kernels, input, out, None)?;
+        self.enqueue::<T, Acc>(op, input, out as *mut Acc, None)?;
         // SAFETY: the kernels just enqueued write an `Acc` to `out` on the handle's stream.
         unsafe { driver::read_back::<Acc>(out, &self.stream) }
     }
 
     fn enqueue_into<T: Element, Acc: DeviceCopy>(
         &mut self,
-        kernels: &Kernels,
+        op: Op,
         input: &DeviceSlice<T>,
         out: &mut DeviceSlice<Acc>,
         stream: &Stream,
@@ -289,148 +263,39 @@ impl DeviceReduce {
                 "the output slice must hold at least one element".into(),
             ));
         }
+        let out = Span::of(out, "output")?;
         self.make_current()?;
-        self.enqueue::<T, Acc>(kernels, input, out.as_device_ptr().as_raw(), Some(stream))
+        self.enqueue::<T, Acc>(op, input, out.as_mut_ptr(), Some(stream))
     }
 
-    /// The dispatch: checks the input, sizes the grid and launches the kernels of the chosen strategy.
     fn enqueue<T: Element, Acc>(
         &mut self,
-        kernels: &Kernels,
+        op: Op,
         input: &DeviceSlice<T>,
-        out: u64,
+        out: *mut Acc,
         stream: Option<&Stream>,
     ) -> Result<()> {
         let stream = stream.unwrap_or(&self.stream);
-        let mut input_ptr = input.as_device_ptr().as_raw();
-        let mut n = input.len() as u64;
-        if n > 0 && (input_ptr == 0 || !input_ptr.is_multiple_of(std::mem::align_of::<T>() as u64))
-        {
-            return Err(Error::InvalidArgument(format!(
-                "input address {input_ptr:#x} is null or not aligned to its {}-byte element",
-                std::mem::align_of::<T>()
-            )));
+        let input = Span::of(input, "input")?;
+        let strategy = self
+            .combine
+            .resolve(input.len * std::mem::size_of::<T>() as u64);
+        // SAFETY: `input` is a live slice and `out` holds one `Acc` (the handle's result slot, or a
+        // non-empty slice the caller keeps alive until `stream` passes this work).
+        unsafe {
+            dispatch::reduce::enqueue(
+                &self.gpu,
+                &mut self.scratch,
+                &self.policy,
+                strategy,
+                (op, T::ELEM),
+                input,
+                out,
+                stream,
+            )
         }
-        if self.combine == Combine::Atomic && kernels.atomic.is_none() {
-            // Refused at every size, though the small ones would not need the atomic kernel.
-            return Err(atomic_unsupported());
-        }
-        let policy = self.policy;
-        let sm_count = self.gpu.info().sm_count;
-        let grid = tuning::grid_for(&policy, sm_count, n, std::mem::size_of::<T>());
-        let bytes = n * std::mem::size_of::<T>() as u64;
-        let single_block = bytes <= tuning::SINGLE_BLOCK_BYTES;
-        let combine = self.combine.resolve(bytes);
-        let gpu = &self.gpu;
-        // A kernel and the shape it can launch with: many registers can cap its block size below the
-        // policy's, and its grid below the policy's blocks per SM; a grid larger than one resident wave would
-        // leave a tail of blocks running alone. Every kernel here is grid-stride or block-stride, so any shape
-        // is correct; the shape depends only on the kernel and the policy, so results stay repeatable.
-        let kernel = |name: &CStr, grid: u32, threads: u32| -> Result<(CUfunction, Launch)> {
-            let f = gpu.function(name)?;
-            let block = driver::fit_block(f, threads)?;
-            let resident = sm_count * driver::max_active_blocks(f, block, SMEM_BYTES)?.max(1);
-            Ok((
-                f,
-                Launch {
-                    grid: grid.min(resident),
-                    block,
-                    shared_bytes: SMEM_BYTES,
-                },
-            ))
-        };
-        let mut partials = self.scratch.partials.as_device_ptr().as_raw();
-        let mut ticket = self.scratch.ticket.as_device_ptr().as_raw();
-        let mut out = out;
-        let arg = |p: &mut u64| p as *mut u64 as *mut c_void;
-
-        self.scratch.last_use.acquire(stream)?;
-        // SAFETY (all launches below): the argument lists match the kernels' signatures in kernels-gpu's
-        // `entry` module; `input` is valid for `n` reads (a live DeviceSlice, alignment checked above);
-        // `partials` holds `max grid * 16` bytes, `ticket` one zeroed u32 that only this handle's kernels use
-        // (serialised by `acquire`), and `out` is valid for one accumulator; all kernels get SMEM_BYTES.
-        let launched = (|| unsafe {
-            match combine {
-                _ if n == 0 => {
-                    // The finalize body over zero partials writes the identity.
-                    let (f, shape) = kernel(kernels.finalize, 1, policy.finalize_threads)?;
-                    driver::launch(
-                        f,
-                        shape,
-                        stream,
-                        &mut [arg(&mut partials), arg(&mut n), arg(&mut out)],
-                    )
-                }
-                _ if grid == 1 || single_block => {
-                    // One block reduces everything and writes the result: one launch, no partials.
-                    let threads = if single_block {
-                        tuning::SINGLE_BLOCK_THREADS
-                    } else {
-                        policy.threads
-                    };
-                    let (f, shape) = kernel(kernels.partials, 1, threads)?;
-                    driver::launch(
-                        f,
-                        shape,
-                        stream,
-                        &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut out)],
-                    )
-                }
-                Combine::TwoPass => {
-                    let (f, shape) = kernel(kernels.partials, grid, policy.threads)?;
-                    let mut count = shape.grid as u64;
-                    driver::launch(
-                        f,
-                        shape,
-                        stream,
-                        &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut partials)],
-                    )?;
-                    let (f, shape) = kernel(kernels.finalize, 1, policy.finalize_threads)?;
-                    driver::launch(
-                        f,
-                        shape,
-                        stream,
-                        &mut [arg(&mut partials), arg(&mut count), arg(&mut out)],
-                    )
-                }
-                Combine::LastBlock => {
-                    let (f, shape) = kernel(kernels.last_block, grid, policy.threads)?;
-                    let mut args = [
-                        arg(&mut input_ptr),
-                        arg(&mut n),
-                        arg(&mut partials),
-                        arg(&mut ticket),
-                        arg(&mut out),
-                    ];
-                    driver::launch(f, shape, stream, &mut args)
-                }
-                Combine::Auto => unreachable!("resolved above"),
-                Combine::Atomic => {
-                    let atomic = kernels.atomic.ok_or_else(atomic_unsupported)?;
-                    driver::memset_zero(out, std::mem::size_of::<Acc>(), stream)?;
-                    let (f, shape) = kernel(atomic, grid, policy.threads)?;
-                    driver::launch(
-                        f,
-                        shape,
-                        stream,
-                        &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut out)],
-                    )
-                }
-            }
-        })();
-        // Record the use even after a failed launch, so a later call orders after whatever did run.
-        self.scratch.last_use.release(stream)?;
-        launched
     }
 }
-
-fn atomic_unsupported() -> Error {
-    Error::InvalidArgument("Combine::Atomic supports sums only; use LastBlock or TwoPass".into())
-}
-
-/// Dynamic shared memory every kernel is launched with: kernels-gpu's `SMEM_BYTES` (a CPU test checks the two
-/// agree).
-pub(crate) const SMEM_BYTES: u32 = 1024;
 
 impl Drop for DeviceReduce {
     fn drop(&mut self) {
@@ -447,12 +312,16 @@ mod tests {
     #[test]
     fn auto_takes_two_pass_up_to_4_mib_and_last_block_above() {
         assert_eq!(Combine::default(), Combine::Auto);
-        assert_eq!(Combine::Auto.resolve(0), Combine::TwoPass);
-        assert_eq!(Combine::Auto.resolve(4 << 20), Combine::TwoPass);
-        assert_eq!(Combine::Auto.resolve((4 << 20) + 1), Combine::LastBlock);
-        for c in [Combine::TwoPass, Combine::LastBlock, Combine::Atomic] {
-            assert_eq!(c.resolve(1), c);
-            assert_eq!(c.resolve(1 << 40), c);
+        assert_eq!(Combine::Auto.resolve(0), Strategy::TwoPass);
+        assert_eq!(Combine::Auto.resolve(4 << 20), Strategy::TwoPass);
+        assert_eq!(Combine::Auto.resolve((4 << 20) + 1), Strategy::LastBlock);
+        for (c, s) in [
+            (Combine::TwoPass, Strategy::TwoPass),
+            (Combine::LastBlock, Strategy::LastBlock),
+            (Combine::Atomic, Strategy::Atomic),
+        ] {
+            assert_eq!(c.resolve(1), s);
+            assert_eq!(c.resolve(1 << 40), s);
         }
     }
 }

@@ -1,12 +1,11 @@
 //! The reduction chapter's teaching kernels v0–v5 (f32 sums), runnable for the bandwidth table in
 //! `cargo bench`. Production code wants [`DeviceReduce::sum`](crate::DeviceReduce::sum) instead.
-use std::ffi::{CStr, c_void};
-
 use cust::memory::{DeviceBuffer, DeviceSlice};
 use cust::stream::Stream;
+use reduce_contract::layout::SEED_THREADS;
 
-use crate::driver::{self, Launch};
-use crate::element::SumElement;
+use crate::dispatch::{self, Span};
+use crate::driver;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 
@@ -42,21 +41,10 @@ impl SeedVersion {
             Self::V5 => "grid-stride, 16-byte loads, 2-level shuffle",
         }
     }
-
-    fn kernel(self) -> &'static CStr {
-        match self {
-            Self::V0 => c"seed_v0",
-            Self::V1 => c"seed_v1",
-            Self::V2 => c"seed_v2",
-            Self::V3 => c"seed_v3",
-            Self::V4 => c"seed_v4",
-            Self::V5 => c"seed_v5",
-        }
-    }
 }
 
 /// Threads per block of every seed kernel (the chapter's `kThreads`).
-const THREADS: u32 = 256;
+const THREADS: u32 = SEED_THREADS;
 /// Blocks per SM of v5's fixed grid (the chapter's `sm_count() * 8`).
 const V5_BLOCKS_PER_SM: u32 = 8;
 
@@ -129,9 +117,9 @@ impl SeedReduce {
         out: &mut DeviceSlice<f32>,
         stream: &Stream,
     ) -> Result<()> {
-        let mut n = input.len() as u64;
+        let n = input.len() as u64;
         let grid = self.grid(version, n);
-        let mut input_ptr = input.as_device_ptr().as_raw();
+        let input_ptr = input.as_device_ptr().as_raw();
         if (self.partials.len() as u64) < grid || out.is_empty() {
             return Err(Error::InvalidArgument(
                 "call reserve() first, and pass a non-empty output".into(),
@@ -143,36 +131,19 @@ impl SeedReduce {
             ));
         }
         self.gpu.make_current()?;
-        let mut partials = self.partials.as_device_ptr().as_raw();
-        let mut count = grid;
-        let mut out_ptr = out.as_device_ptr().as_raw();
-        let arg = |p: &mut u64| p as *mut u64 as *mut c_void;
-        let smem = crate::reduce::SMEM_BYTES.max(4 * THREADS);
-        let first = Launch {
-            grid: grid as u32,
-            block: THREADS,
-            shared_bytes: smem,
-        };
-        let finalize = Launch {
-            grid: 1,
-            block: THREADS,
-            shared_bytes: smem,
-        };
-        // SAFETY: the seed kernels take (input, n, partials) and write `grid` partials, which `partials` holds;
-        // they read `input[..n]` only (v5's vector loads need the 16-byte alignment checked above) and get
-        // `4 * THREADS` bytes of shared memory; finalize takes (partials, count, out) as in kernels-gpu.
+        let input = Span::<f32>::from_raw(input_ptr, n, "input")?;
+        let out = Span::of(out, "output")?;
+        // SAFETY: the caller keeps `input` and `out` alive; `partials` holds `grid` f32 (checked above) and
+        // is this handle's alone; v5's 16-byte alignment is checked above.
         unsafe {
-            driver::launch(
-                self.gpu.function(version.kernel())?,
-                first,
+            dispatch::seed::enqueue(
+                &self.gpu,
+                version as u8,
+                grid as u32,
+                input,
+                self.partials.as_device_ptr().as_raw() as *mut f32,
+                out.as_mut_ptr(),
                 stream,
-                &mut [arg(&mut input_ptr), arg(&mut n), arg(&mut partials)],
-            )?;
-            driver::launch(
-                self.gpu.function(f32::SUM.finalize)?,
-                finalize,
-                stream,
-                &mut [arg(&mut partials), arg(&mut count), arg(&mut out_ptr)],
             )
         }
     }

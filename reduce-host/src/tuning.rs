@@ -1,5 +1,6 @@
 //! Launch policy: threads per block and resident blocks per SM for the device-wide kernels, kept apart from
 //! the kernel bodies. One row per arch family, newest first, falling back to the oldest.
+use reduce_contract::layout::{LOAD_BYTES, UNROLL};
 
 /// How a device-wide reduction is launched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,14 +74,55 @@ pub fn policy(cc: u32) -> Policy {
         .unwrap_or(TABLE[TABLE.len() - 1].1)
 }
 
-/// Elements one block consumes per loop trip: threads × 16-byte vectors × the kernel's unroll of 4.
-pub fn elements_per_block_trip(threads: u32, elem_size: usize) -> u64 {
-    threads as u64 * (16 / elem_size as u64) * 4
+/// Elements one block consumes per loop trip: threads × 16-byte vectors × the kernels' unroll (at least
+/// one, whatever the arguments).
+pub(crate) fn elements_per_block_trip(threads: u32, elem_size: usize) -> u64 {
+    (threads as u64 * (LOAD_BYTES / elem_size.max(1) as u64) * UNROLL).max(1)
 }
 
 /// Grid size for `n` elements: enough blocks for one trip each, at most the resident maximum, at least 1.
-pub fn grid_for(policy: &Policy, sm_count: u32, n: u64, elem_size: usize) -> u32 {
-    let max = (sm_count * policy.blocks_per_sm).max(1);
+pub(crate) fn grid_for(policy: &Policy, sm_count: u32, n: u64, elem_size: usize) -> u32 {
+    let max = sm_count.saturating_mul(policy.blocks_per_sm).max(1);
     let want = n.div_ceil(elements_per_block_trip(policy.threads, elem_size));
     want.clamp(1, max as u64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_is_sized_from_the_sm_count() {
+        let p = Policy {
+            threads: 256,
+            blocks_per_sm: 8,
+            finalize_threads: 256,
+        };
+        assert_eq!(grid_for(&p, 132, 0, 4), 1);
+        assert_eq!(grid_for(&p, 132, 1, 4), 1);
+        assert_eq!(
+            grid_for(&p, 132, 4096, 4),
+            1,
+            "one trip of 256 threads × 16 floats"
+        );
+        assert_eq!(grid_for(&p, 132, 4097, 4), 2);
+        assert_eq!(grid_for(&p, 132, 1 << 28, 4), 132 * 8);
+        assert_eq!(
+            grid_for(&p, 132, (1 << 32) + 5, 4),
+            132 * 8,
+            "no overflow past 2^32"
+        );
+        assert_eq!(grid_for(&p, 132, 4096, 8), 2, "doubles: 2 per vector");
+    }
+
+    #[test]
+    fn degenerate_policies_neither_divide_by_zero_nor_overflow() {
+        let p = Policy {
+            threads: 0,
+            blocks_per_sm: u32::MAX,
+            finalize_threads: 0,
+        };
+        assert_eq!(grid_for(&p, 132, 1 << 20, 4), (1 << 20) as u32);
+        assert_eq!(grid_for(&p, u32::MAX, 0, 0), 1);
+    }
 }

@@ -259,7 +259,7 @@ fn check_sum_want<T: TestElement>(got: T::Acc, want: SumWant, what: &str) {
     assert!(
         T::sum_matches(got, want),
         "{what}: {} sum {got:?} vs {want:?}",
-        T::NAME
+        std::any::type_name::<T>().rsplit("::").next().unwrap()
     );
 }
 
@@ -292,7 +292,10 @@ pub fn check_expected<T: TestElement>(
     want: &Expected<T>,
     what: &str,
 ) {
-    let what = format!("{what} [{}]", T::NAME);
+    let what = format!(
+        "{what} [{}]",
+        std::any::type_name::<T>().rsplit("::").next().unwrap()
+    );
     check_sum_want::<T>(reduce.sum(slice).expect("sum"), want.sum, &what);
     for (name, got, want) in [
         ("max", reduce.max(slice).expect("max"), want.max),

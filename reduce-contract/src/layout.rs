@@ -1,0 +1,90 @@
+//! Accumulator layouts and the constants both sides size memory, tiles and grids by. Where two constants
+//! depend on each other, a `const` assertion here ties them, so a change that breaks the relation does not
+//! compile.
+use core::mem::size_of;
+
+/// A value with the index it was found at: the accumulator and result of argmax and argmin, the same bytes
+/// on the host and the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct Indexed<T> {
+    /// The element.
+    pub value: T,
+    /// Its index in the input slice.
+    pub index: u64,
+}
+
+#[cfg(feature = "cust")]
+// SAFETY: a `repr(C)` pair of device-copyable fields holds no host pointers.
+unsafe impl<T: cust_core::DeviceCopy> cust_core::DeviceCopy for Indexed<T> {}
+
+/// Bytes of the largest accumulator any kernel keeps (an `Indexed<f64>` or `Indexed<u64>`): the host's
+/// partials buffer holds this much per block, and the block reduction one slot of it per warp.
+pub const MAX_ACC_BYTES: usize = 16;
+
+/// Where, in a reduction kernel's shared memory, the last-block flag lives: past 32 warp slots of the
+/// largest accumulator.
+pub const LAST_BLOCK_FLAG_OFFSET: usize = 32 * MAX_ACC_BYTES;
+
+/// Dynamic shared memory every reduction kernel is launched with, at least: the warp slots and the flag.
+pub const SMEM_BYTES: u32 = 1024;
+
+/// Bytes of one vector load: the kernels read 16 bytes per load wherever the input's alignment allows.
+pub const LOAD_BYTES: u64 = 16;
+
+/// Vector loads each thread issues per trip of the reduction and histogram grid-stride loops.
+pub const UNROLL: u64 = 4;
+
+/// Dynamic shared memory a block gets without opting in: the ceiling for every launch here.
+pub const SHARED_LIMIT: u32 = 48 * 1024;
+
+/// Vectors each lane handles per round of the unordered compaction kernels.
+pub const UNORDERED_VECTORS: usize = 8;
+
+/// Vectors each thread handles per tile of the stable compaction kernels: the host sizes the grid (one block
+/// per tile) and the staging memory with it.
+pub const STABLE_VECTORS: usize = 4;
+
+/// Byte offset, in shared memory, of the stable kernels' staging area (16-byte aligned, past the words of
+/// the block scan and the look-back).
+pub const STAGE_OFFSET: u32 = 384;
+
+/// Most threads a stable compaction block can have: its staging (a whole tile) must fit in
+/// [`SHARED_LIMIT`].
+pub const MAX_STABLE_THREADS: u32 =
+    (SHARED_LIMIT - STAGE_OFFSET) / (STABLE_VECTORS as u32 * LOAD_BYTES as u32) / 32 * 32;
+
+/// Dynamic shared memory of a stable compaction block of `threads`: the scan's words, then a tile of
+/// staging.
+pub const fn stable_shared_bytes(threads: u32) -> u32 {
+    STAGE_OFFSET + threads * STABLE_VECTORS as u32 * LOAD_BYTES as u32
+}
+
+/// Most bins a histogram counts in shared memory: one `u32` copy of them fits in [`SHARED_LIMIT`].
+pub const MAX_SHARED_BINS: u32 = SHARED_LIMIT / 4;
+
+/// Most private copies of the counters a histogram block keeps: one per lane.
+pub const MAX_COPIES_LOG2: u32 = 5;
+
+/// Threads per block of the seed kernels (the chapter's `kThreads`); they use 4 bytes of shared memory per
+/// thread.
+pub const SEED_THREADS: u32 = 256;
+
+const _: () = {
+    assert!(size_of::<Indexed<f64>>() <= MAX_ACC_BYTES);
+    assert!(size_of::<Indexed<u64>>() <= MAX_ACC_BYTES);
+    assert!(LAST_BLOCK_FLAG_OFFSET + 4 <= SMEM_BYTES as usize);
+    assert!(STAGE_OFFSET.is_multiple_of(16));
+    assert!(stable_shared_bytes(MAX_STABLE_THREADS) <= SHARED_LIMIT);
+    assert!(MAX_STABLE_THREADS >= 32);
+    assert!(
+        STABLE_VECTORS <= 4,
+        "the look-back packs four 16-bit round counts per u64"
+    );
+    assert!(SMEM_BYTES <= SHARED_LIMIT);
+    assert!(SEED_THREADS * 4 <= SHARED_LIMIT);
+    assert!(
+        (256u32 << MAX_COPIES_LOG2) * 4 <= SHARED_LIMIT,
+        "the byte histogram keeps a copy per lane"
+    );
+};

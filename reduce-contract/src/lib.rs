@@ -1,0 +1,23 @@
+//! The contract between `reduce-host` and `kernels-gpu`, in one `no_std` crate that both depend on: the
+//! host is built for the CPU, the kernels for `nvptx64-nvidia-cuda`, and this crate for both.
+//!
+//! | module | what both sides take from it |
+//! |---|---|
+//! | [`kernels`] | every kernel's name and the module it is loaded in, named by typed ids ([`Module`], [`Kernel`]) |
+//! | [`params`] | one `#[repr(C)]` parameter struct per kernel family: each kernel takes one by value |
+//! | [`layout`] | accumulator layouts ([`Indexed`]) and the constants both sides size memory and grids by |
+//!
+//! Names are built in one place, by [`kernel_name!`]: the device uses it in `export_name`, and the module
+//! tables here use it for the names the host loads. The lists of kernels ([`reduce_pairs!`] and the
+//! others) are also written once: the device generates its entries from them and this crate its tables.
+//! The host's build script splits the compiled PTX by [`kernels::modules`] and refuses a build in which an
+//! entry is in no module, or a module's kernel is missing.
+#![no_std]
+#![warn(missing_docs)]
+
+pub mod kernels;
+pub mod layout;
+pub mod params;
+
+pub use kernels::{Elem, Kernel, Module, ModuleSpec, Op, Pred, Sample};
+pub use layout::Indexed;

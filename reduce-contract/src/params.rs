@@ -1,0 +1,115 @@
+//! The parameters of each kernel family, as one `#[repr(C)]` struct passed by value: the kernel declares
+//! `fn(p: Params)`, rustc's PTX backend passes it as one `.param .b8 [size]` array, and the host hands the
+//! driver a pointer to the same struct. Fields a kernel does not read are ignored by it; the host fills
+//! them with nulls and zeros.
+//!
+//! Pointers are device addresses. They are raw pointers on both sides so the struct is the same type on
+//! both; the host never dereferences them.
+
+/// Every reduction kernel (`reduce_*`) and the seed kernels.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ReduceParams<In, Acc> {
+    /// `n` elements to reduce (`partials`, `last_block`, `atomic`, the seed kernels).
+    pub input: *const In,
+    /// Elements of `input`.
+    pub n: u64,
+    /// One accumulator per block: written by `partials` (with one block, the result itself) and
+    /// `last_block`, read by `finalize`.
+    pub partials: *mut Acc,
+    /// Partials `finalize` combines.
+    pub count: u64,
+    /// The last-block ticket: 0 at launch, 0 again when `last_block` exits.
+    pub ticket: *mut u32,
+    /// The result (`finalize`, `last_block`, `atomic`; zeroed before `atomic`).
+    pub out: *mut Acc,
+}
+
+/// The histogram kernels: even bins (`histogram_shared_*`, `histogram_global_*`) and bytes
+/// (`histogram_bytes_*`, which read only `input`, `n`, `out` and `copies_log2`).
+#[repr(C)]
+#[derive(Debug)]
+pub struct HistogramParams<T, C> {
+    /// Samples.
+    pub input: *const T,
+    /// Samples in `input`.
+    pub n: u64,
+    /// `bins` counters, zeroed before the launch.
+    pub out: *mut C,
+    /// Number of bins.
+    pub bins: u32,
+    /// Inclusive lower bound.
+    pub lower: f32,
+    /// Exclusive upper bound.
+    pub upper: f32,
+    /// `bins / (upper - lower)`, rounded to f32 once, on the host.
+    pub scale: f32,
+    /// `log2` of the private copies of the counters per block (shared kernels): shared memory holds
+    /// `4 · bins · 2^copies_log2` bytes.
+    pub copies_log2: u32,
+}
+
+/// The compaction kernels: by predicate (`select_unordered_*`, `select_stable_*`) or by flags
+/// (`select_flagged_*`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SelectParams<T> {
+    /// Elements; unmodified while the kernel runs (read through the non-coherent cache).
+    pub input: *const T,
+    /// Elements of `input`.
+    pub n: u64,
+    /// `n` bytes, nonzero for elements to keep (flagged kernel only).
+    pub flags: *const u8,
+    /// The predicate's parameter (those that have one).
+    pub threshold: T,
+    /// Room for `n` elements; the kept ones go to the front.
+    pub out: *mut T,
+    /// Where the number kept goes (zeroed before the unordered kernel).
+    pub count: *mut u64,
+    /// Stable kernels: the tile counter then one look-back word per tile, all zeroed before the launch.
+    pub states: *mut u64,
+}
+
+/// `util_spin`: one thread busy-waits this long.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SpinParams {
+    /// Nanoseconds.
+    pub ns: u64,
+}
+
+/// The one-block tile and block-scan test kernels: thread `t` reads `input[t]` and writes `out[t]`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct LaneParams<X> {
+    /// One value per thread.
+    pub input: *const X,
+    /// One result per thread.
+    pub out: *mut X,
+    /// The shuffle's source, delta or lane mask.
+    pub arg: u32,
+}
+
+// Copy whatever the element types: the struct holds only pointers to them and plain numbers.
+impl<In, Acc> Clone for ReduceParams<In, Acc> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<In, Acc> Copy for ReduceParams<In, Acc> {}
+
+// Copy whatever the element types: the struct holds only pointers to them and plain numbers.
+impl<T, C> Clone for HistogramParams<T, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, C> Copy for HistogramParams<T, C> {}
+
+// Copy whatever the element types: the struct holds only pointers to them and plain numbers.
+impl<X> Clone for LaneParams<X> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<X> Copy for LaneParams<X> {}

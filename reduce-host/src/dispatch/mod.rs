@@ -1,0 +1,139 @@
+//! The dispatch layer, between [`crate::driver`] and the handles: for every kernel family, the argument
+//! checks, the grid, the ordering of scratch reuse and the launch. Each family launches through one typed
+//! function, [`launch`], with its `reduce_contract::params` struct; the handles above only choose kernels
+//! and present results.
+pub(crate) mod histogram;
+pub(crate) mod reduce;
+pub(crate) mod seed;
+pub(crate) mod select;
+
+use std::marker::PhantomData;
+
+use cust::memory::{DeviceCopy, DeviceSlice};
+use cust::stream::Stream;
+use reduce_contract::params::{
+    HistogramParams, LaneParams, ReduceParams, SelectParams, SpinParams,
+};
+use reduce_contract::{Kernel, Module};
+
+use crate::driver::{self, Function, Launch};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+
+/// A device slice as the dispatch sees it: its address and length.
+pub(crate) struct Span<T> {
+    pub ptr: u64,
+    pub len: u64,
+    _element: PhantomData<*const T>,
+}
+
+impl<T> Clone for Span<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Span<T> {}
+
+impl<T: DeviceCopy> Span<T> {
+    /// The span of `slice`, checked: a non-empty slice must have a non-null address aligned to `T`.
+    pub fn of(slice: &DeviceSlice<T>, what: &str) -> Result<Self> {
+        Span::from_raw(slice.as_device_ptr().as_raw(), slice.len() as u64, what)
+    }
+}
+
+impl<T> Span<T> {
+    /// As [`of`](Self::of), from an address and a length.
+    pub fn from_raw(ptr: u64, len: u64, what: &str) -> Result<Self> {
+        let align = std::mem::align_of::<T>() as u64;
+        if len > 0 && (ptr == 0 || !ptr.is_multiple_of(align)) {
+            return Err(Error::InvalidArgument(format!(
+                "{what} address {ptr:#x} is null or not aligned to its {align}-byte element"
+            )));
+        }
+        Ok(Span {
+            ptr,
+            len,
+            _element: PhantomData,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_ptr(&self) -> *const T {
+        self.ptr as *const T
+    }
+
+    pub fn as_mut_ptr(&self) -> *mut T {
+        self.ptr as *mut T
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A kernel family's parameter struct: which modules take it.
+pub(crate) trait Params: sealed::Sealed {
+    /// Whether kernels of `module` take this struct.
+    fn taken_by(module: Module) -> bool;
+}
+
+macro_rules! params {
+    ($([$($g:ident),*] $t:ty => ($pattern:pat);)*) => {$(
+        impl<$($g),*> sealed::Sealed for $t {}
+        impl<$($g),*> Params for $t {
+            fn taken_by(module: Module) -> bool {
+                matches!(module, $pattern)
+            }
+        }
+    )*};
+}
+params! {
+    [In, Acc] ReduceParams<In, Acc> => (Module::Reduce(..) | Module::Seed);
+    [T, C] HistogramParams<T, C> => (Module::Histogram(_) | Module::HistogramBytes);
+    [T] SelectParams<T> => (Module::Select(_) | Module::SelectFlagged);
+    [X] LaneParams<X> => (Module::Testing);
+    [] SpinParams => (Module::Testing);
+}
+
+/// Launches `kernel` with its family's parameters: the one typed launch of every family.
+///
+/// # Safety
+/// Every pointer in `params` must be valid for what `kernel`'s body documents until `stream` has passed the
+/// launch; `shape.shared_bytes` must cover what the kernel needs.
+pub(crate) unsafe fn launch<P: Params>(
+    gpu: &Gpu,
+    kernel: Kernel,
+    shape: Launch,
+    stream: &Stream,
+    params: P,
+) -> Result<()> {
+    assert!(
+        P::taken_by(kernel.module),
+        "{kernel:?} does not take {}",
+        std::any::type_name::<P>()
+    );
+    // SAFETY: the kernel takes `P` (checked above); the rest is forwarded to the caller.
+    unsafe { driver::launch(gpu.function(kernel)?, shape, stream, &params) }
+}
+
+/// The shape of a grid-stride kernel: `threads` fitted to its registers, and at most one resident wave of
+/// `grid` blocks (a larger grid would leave a tail of blocks running alone). The shape depends only on the
+/// kernel and the arguments, so results stay repeatable.
+pub(crate) fn resident(
+    gpu: &Gpu,
+    f: &Function,
+    grid: u32,
+    threads: u32,
+    shared_bytes: u32,
+) -> Result<Launch> {
+    let block = f.fit_block(threads);
+    let wave = gpu.info().sm_count * f.blocks_per_sm(block, shared_bytes)?;
+    Ok(Launch {
+        grid: grid.min(wave).max(1),
+        block,
+        shared_bytes,
+    })
+}

@@ -1,0 +1,151 @@
+//! Device-wide reductions: sizing the grid, choosing single-block or multi-block launches, and ordering the
+//! reuse of the partials and the ticket.
+use cust::memory::DeviceBuffer;
+use cust::stream::Stream;
+use reduce_contract::kernels::ReduceKernel;
+use reduce_contract::layout::{MAX_ACC_BYTES, SMEM_BYTES};
+use reduce_contract::params::ReduceParams;
+use reduce_contract::{Elem, Kernel, Op};
+
+use super::{Span, launch, resident};
+use crate::driver::{self, Launch};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::last_use::LastUse;
+use crate::tuning::{self, Policy};
+
+/// How the per-block partials are combined (the handle's `Combine`, resolved for one input).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Strategy {
+    TwoPass,
+    LastBlock,
+    Atomic,
+}
+
+/// Device temporaries: per-block partials, the last-block ticket and the result slot of blocking calls.
+/// Async calls may run on any stream; [`LastUse`] keeps two streams from sharing them at the same time.
+pub(crate) struct Scratch {
+    partials: DeviceBuffer<u8>,
+    ticket: DeviceBuffer<u32>,
+    /// Where blocking calls have their result written.
+    pub result: DeviceBuffer<u8>,
+    last_use: LastUse,
+}
+
+impl Scratch {
+    pub fn new(max_grid: u32) -> Result<Self> {
+        Ok(Scratch {
+            partials: DeviceBuffer::zeroed(max_grid as usize * MAX_ACC_BYTES)?,
+            ticket: DeviceBuffer::zeroed(1)?,
+            result: DeviceBuffer::zeroed(MAX_ACC_BYTES)?,
+            last_use: LastUse::new()?,
+        })
+    }
+
+    /// Makes room for `max_grid` partials, after waiting for the work that may still use the old buffer.
+    pub fn reserve(&mut self, max_grid: u32) -> Result<()> {
+        if self.partials.len() < max_grid as usize * MAX_ACC_BYTES {
+            self.last_use.synchronize()?;
+            self.partials = DeviceBuffer::zeroed(max_grid as usize * MAX_ACC_BYTES)?;
+        }
+        Ok(())
+    }
+}
+
+/// Enqueues the reduction `op` of `input` (elements `elem`) into one `Acc` at `out`.
+///
+/// # Safety
+/// `input` must be valid for reads and `out` for one `Acc` until `stream` has passed this work.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn enqueue<T, Acc>(
+    gpu: &Gpu,
+    scratch: &mut Scratch,
+    policy: &Policy,
+    strategy: Strategy,
+    (op, elem): (Op, Elem),
+    input: Span<T>,
+    out: *mut Acc,
+    stream: &Stream,
+) -> Result<()> {
+    if strategy == Strategy::Atomic && op != Op::Sum {
+        return Err(Error::InvalidArgument(
+            "Combine::Atomic supports sums only; use LastBlock or TwoPass".into(),
+        ));
+    }
+    let kernel = |k| Kernel::reduce(op, elem, k);
+    let size = std::mem::size_of::<T>();
+    let n = input.len;
+    let sm_count = gpu.info().sm_count;
+    let grid = tuning::grid_for(policy, sm_count, n, size);
+    let single_block = n * size as u64 <= tuning::SINGLE_BLOCK_BYTES;
+    let partials = scratch.partials.as_device_ptr().as_raw() as *mut Acc;
+    let params = ReduceParams {
+        input: input.as_ptr(),
+        n,
+        partials,
+        count: 0,
+        ticket: scratch.ticket.as_device_ptr().as_raw() as *mut u32,
+        out,
+    };
+    // A kernel's launch: `threads` fitted to its registers, at most one resident wave.
+    let shape = |k, grid, threads| -> Result<(Kernel, Launch)> {
+        let kernel = kernel(k);
+        Ok((
+            kernel,
+            resident(gpu, gpu.function(kernel)?, grid, threads, SMEM_BYTES)?,
+        ))
+    };
+
+    scratch.last_use.acquire(stream)?;
+    // SAFETY (every launch): `input` is valid for `n` reads and `out` for one `Acc` (the caller);
+    // `partials` holds `max grid · MAX_ACC_BYTES` bytes (the handle reserves it for its policy) and the
+    // ticket is a zeroed u32 only this handle's kernels use, both serialised across streams by `acquire`;
+    // every kernel gets SMEM_BYTES.
+    let launched = (|| unsafe {
+        if n == 0 {
+            // The finalize body over zero partials writes the identity.
+            let (k, s) = shape(ReduceKernel::Finalize, 1, policy.finalize_threads)?;
+            return launch(gpu, k, s, stream, params);
+        }
+        if grid == 1 || single_block {
+            // One block reduces everything and writes the result: one launch, no partials.
+            let threads = if single_block {
+                tuning::SINGLE_BLOCK_THREADS
+            } else {
+                policy.threads
+            };
+            let (k, s) = shape(ReduceKernel::Partials, 1, threads)?;
+            return launch(
+                gpu,
+                k,
+                s,
+                stream,
+                ReduceParams {
+                    partials: out,
+                    ..params
+                },
+            );
+        }
+        match strategy {
+            Strategy::TwoPass => {
+                let (k, s) = shape(ReduceKernel::Partials, grid, policy.threads)?;
+                launch(gpu, k, s, stream, params)?;
+                let count = s.grid as u64;
+                let (k, s) = shape(ReduceKernel::Finalize, 1, policy.finalize_threads)?;
+                launch(gpu, k, s, stream, ReduceParams { count, ..params })
+            }
+            Strategy::LastBlock => {
+                let (k, s) = shape(ReduceKernel::LastBlock, grid, policy.threads)?;
+                launch(gpu, k, s, stream, params)
+            }
+            Strategy::Atomic => {
+                driver::memset_zero(out as u64, std::mem::size_of::<Acc>(), stream)?;
+                let (k, s) = shape(ReduceKernel::Atomic, grid, policy.threads)?;
+                launch(gpu, k, s, stream, params)
+            }
+        }
+    })();
+    // Record the use even after a failed launch, so a later call orders after whatever did run.
+    scratch.last_use.release(stream)?;
+    launched
+}

@@ -1,0 +1,226 @@
+//! Stream compaction: the unordered kernel's grid, the stable kernels' tiles and look-back words, and the
+//! ordering of those words' reuse across streams.
+use cust::memory::DeviceBuffer;
+use cust::stream::Stream;
+use reduce_contract::kernels::SelectKernel;
+use reduce_contract::layout::{
+    LOAD_BYTES, MAX_STABLE_THREADS, SMEM_BYTES, STABLE_VECTORS, stable_shared_bytes,
+};
+use reduce_contract::params::SelectParams;
+use reduce_contract::{Kernel, Pred};
+
+use super::{Span, launch};
+use crate::driver::{self, Launch};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::last_use::LastUse;
+use crate::tuning::{self, Policy};
+
+/// What decides which elements are kept, and whether their order is kept.
+pub(crate) enum Selection<T> {
+    /// By a predicate, output order unspecified.
+    Unordered { pred: Pred, threshold: T },
+    /// By a predicate, in input order.
+    Stable { pred: Pred, threshold: T },
+    /// By a byte mask as long as the input, in input order.
+    Flagged { flags: Span<u8> },
+}
+
+/// Device temporaries: the look-back words of the stable kernels, and the event that orders their reuse
+/// across streams.
+pub(crate) struct Scratch {
+    /// The tile counter, then one word per tile.
+    states: DeviceBuffer<u64>,
+    last_use: LastUse,
+}
+
+impl Scratch {
+    pub fn new() -> Result<Self> {
+        Ok(Scratch {
+            states: DeviceBuffer::zeroed(1)?,
+            last_use: LastUse::new()?,
+        })
+    }
+
+    /// Sizes the stable kernels' grid (one block per tile of `threads`) and zeroes `1 + tiles` look-back
+    /// words on `stream`, growing the buffer first if needed. Returns the grid and the words' address.
+    fn prepare<T>(
+        &mut self,
+        threads: u32,
+        input: Span<T>,
+        stream: &Stream,
+    ) -> Result<(u32, *mut u64)> {
+        let tiles = stable_tiles(threads, input.ptr, input.len, size_of::<T>() as u64);
+        let grid = u32::try_from(tiles)
+            .ok()
+            .filter(|&g| g <= i32::MAX as u32)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "{} elements need {tiles} tiles, more than a grid can hold; split the input",
+                    input.len
+                ))
+            })?;
+        let words = tiles as usize + 1;
+        if self.states.len() < words {
+            // The old buffer may still be in use by earlier work on any stream.
+            self.last_use.synchronize()?;
+            self.states = DeviceBuffer::zeroed(words.next_power_of_two())?;
+        }
+        let states = self.states.as_device_ptr().as_raw();
+        // SAFETY: the buffer holds at least `words` u64s; the stream is ordered after its last use.
+        unsafe { driver::memset_zero(states, words * 8, stream)? };
+        Ok((grid, states as *mut u64))
+    }
+}
+
+/// Compacts `input` into `out` by `selection` and writes the count to `count`.
+///
+/// # Safety
+/// `input` (and the flags) must be valid for reads, `out` for `input.len` writes and `count` for one
+/// `u64`, until `stream` has passed this work.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn enqueue<T: Copy + Default>(
+    gpu: &Gpu,
+    scratch: &mut Scratch,
+    policy: &Policy,
+    selection: Selection<T>,
+    input: Span<T>,
+    out: Span<T>,
+    count: *mut u64,
+    stream: &Stream,
+) -> Result<()> {
+    if input.is_empty() {
+        // Nothing to launch; the count is 0.
+        // SAFETY: `count` is valid for one u64 (the caller).
+        return unsafe { driver::memset_zero(count as u64, 8, stream) };
+    }
+    let null = std::ptr::null();
+    let (kernel, threshold, flags, unordered) = match selection {
+        Selection::Unordered { pred, threshold } => (
+            Kernel::select(pred, SelectKernel::Unordered),
+            threshold,
+            null,
+            true,
+        ),
+        Selection::Stable { pred, threshold } => (
+            Kernel::select(pred, SelectKernel::Stable),
+            threshold,
+            null,
+            false,
+        ),
+        Selection::Flagged { flags } => {
+            (Kernel::SELECT_FLAGGED, T::default(), flags.as_ptr(), false)
+        }
+    };
+    let params = SelectParams {
+        input: input.as_ptr(),
+        n: input.len,
+        flags,
+        threshold,
+        out: out.as_mut_ptr(),
+        count,
+        states: std::ptr::null_mut(),
+    };
+    let f = gpu.function(kernel)?;
+    scratch.last_use.acquire(stream)?;
+    let launched = (|| {
+        if unordered {
+            // Grid-stride: one resident wave at most, so no block runs alone at the end.
+            let block = f.fit_block(policy.threads);
+            let per_sm = policy
+                .blocks_per_sm
+                .min(f.blocks_per_sm(block, SMEM_BYTES)?);
+            let grid = tuning::grid_for(
+                &Policy {
+                    threads: block,
+                    blocks_per_sm: per_sm,
+                    ..*policy
+                },
+                gpu.info().sm_count,
+                input.len,
+                size_of::<T>(),
+            );
+            let shape = Launch {
+                grid,
+                block,
+                shared_bytes: SMEM_BYTES,
+            };
+            // SAFETY: `input` is valid for n reads, `out` for n writes, `count` for one u64, zeroed first as
+            // the kernel requires (the caller).
+            unsafe {
+                driver::memset_zero(count as u64, 8, stream)?;
+                launch(gpu, kernel, shape, stream, params)
+            }
+        } else {
+            // The kernel's registers may cap its block below the policy's, and the staging of a whole tile
+            // must fit in shared memory: size the tiles for the block it really launches with.
+            let block = stable_threads(f.fit_block(policy.threads));
+            let (grid, states) = scratch.prepare(block, input, stream)?;
+            let shape = Launch {
+                grid,
+                block,
+                shared_bytes: stable_shared_bytes(block),
+            };
+            // SAFETY: as above, and `states` holds `1 + grid` zeroed words for this launch alone
+            // (serialised across streams by `acquire`), with one block per tile.
+            unsafe {
+                launch(
+                    gpu,
+                    kernel,
+                    shape,
+                    stream,
+                    SelectParams { states, ..params },
+                )
+            }
+        }
+    })();
+    // Record the use even after a failed launch, so a later call orders after whatever did run.
+    scratch.last_use.release(stream)?;
+    launched
+}
+
+/// `threads` capped so a stable block's staging (a whole tile) fits the shared memory a block gets without
+/// opting in: at most `MAX_STABLE_THREADS` (736).
+fn stable_threads(threads: u32) -> u32 {
+    threads.min(MAX_STABLE_THREADS)
+}
+
+/// Tiles of the stable kernels with blocks of `threads`, for `n` elements of `size` bytes at `addr`: the
+/// input is cut into 16-byte vectors from the aligned address at or below it, and a tile is
+/// `threads × STABLE_VECTORS` vectors.
+pub(crate) fn stable_tiles(threads: u32, addr: u64, n: u64, size: u64) -> u64 {
+    let lanes = LOAD_BYTES / size;
+    let head = (addr % LOAD_BYTES) / size;
+    let vectors = (head + n).div_ceil(lanes);
+    vectors.div_ceil(threads.max(32) as u64 * STABLE_VECTORS as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reduce_contract::layout::SHARED_LIMIT;
+
+    #[test]
+    fn stable_blocks_stage_a_whole_tile_within_48_kib() {
+        assert_eq!(stable_threads(tuning::SELECT_THREADS), 512);
+        assert_eq!(stable_threads(1024), 736);
+        assert_eq!(stable_threads(32), 32);
+        for threads in (32..=1024).step_by(32) {
+            let t = stable_threads(threads);
+            assert!(t.is_multiple_of(32) && t <= threads);
+            assert!(stable_shared_bytes(t) <= SHARED_LIMIT, "{t} threads");
+        }
+    }
+
+    #[test]
+    fn tiles_cover_every_vector_of_the_slice() {
+        // 512 × 4 vectors = 8192 f32 per tile; a slice starting 4 bytes past a 16-byte boundary has one
+        // element in the vector before, so it reaches a second tile one element sooner.
+        assert_eq!(stable_tiles(512, 0, 8192, 4), 1);
+        assert_eq!(stable_tiles(512, 0, 8193, 4), 2);
+        assert_eq!(stable_tiles(512, 4, 8191, 4), 1);
+        assert_eq!(stable_tiles(512, 4, 8192, 4), 2);
+        // No block size divides by zero.
+        assert_eq!(stable_tiles(0, 0, 1, 4), 1);
+    }
+}

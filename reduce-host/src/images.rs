@@ -1,0 +1,208 @@
+//! The kernel images `build.rs` embeds, and the rule that picks the one a device runs.
+//!
+//! An image is one arch's code for every module: a cubin per module for sm_75, sm_80, sm_90, sm_100 and
+//! sm_120 (when the build had `ptxas`), and PTX for the newest arch as the fallback (for every PTX arch
+//! when it had not). Each module is deflated on its own, so a process inflates and loads only the modules
+//! it uses.
+use reduce_contract::Module;
+
+use crate::error::{Error, Result};
+
+/// Whether an image holds machine code or PTX.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Cubin,
+    Ptx,
+}
+
+/// One arch's code for every module.
+pub(crate) struct Image {
+    pub kind: Kind,
+    /// `major * 10 + minor` of the arch it was built for.
+    pub arch: u32,
+    /// The deflated modules, back to back.
+    blob: &'static [u8],
+    /// Each module's `(offset, length)` in `blob`, in `Module::index` order.
+    modules: &'static [(usize, usize)],
+}
+
+static IMAGES: &[Image] = include!(concat!(env!("OUT_DIR"), "/images.rs"));
+
+/// The code a device runs, reported in [`DeviceInfo`](crate::DeviceInfo).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// Machine code built ahead of time for `sm_{arch}`: loading it compiles nothing.
+    Cubin {
+        /// `major * 10 + minor`, e.g. 90.
+        arch: u32,
+    },
+    /// PTX for `sm_{arch}`, JIT-compiled by the driver the first time each module is used (cached by the
+    /// driver across processes unless `CUDA_CACHE_DISABLE=1`). Taken when no embedded cubin runs on the
+    /// device, or when `REDUCE_HOST_FORCE_PTX=1` asks for it.
+    Ptx {
+        /// `major * 10 + minor`, e.g. 90.
+        arch: u32,
+    },
+}
+
+impl Image {
+    /// What [`Code`] this image is.
+    pub fn code(&self) -> Code {
+        match self.kind {
+            Kind::Cubin => Code::Cubin { arch: self.arch },
+            Kind::Ptx => Code::Ptx { arch: self.arch },
+        }
+    }
+
+    /// The module's code, inflated: a cubin, or NUL-terminated PTX.
+    pub fn module(&self, module: Module) -> Result<Vec<u8>> {
+        let (start, len) = self.modules[module.index()];
+        miniz_oxide::inflate::decompress_to_vec(&self.blob[start..start + len]).map_err(|e| {
+            Error::ModuleLoad {
+                module: module.spec().name,
+                code: self.code(),
+                message: format!("the embedded image does not inflate: {e:?}"),
+            }
+        })
+    }
+}
+
+/// The image for a device of compute capability `(major, minor)`: the newest cubin of the same major
+/// version and a minor version no higher (the rule for running SASS), else the newest PTX not newer than
+/// the device (PTX JIT-compiles forward). `force_ptx` skips the cubins. `None`: nothing runs there.
+pub(crate) fn choose(major: u32, minor: u32, force_ptx: bool) -> Option<&'static Image> {
+    choose_from(IMAGES, major, minor, force_ptx)
+}
+
+fn choose_from(
+    images: &'static [Image],
+    major: u32,
+    minor: u32,
+    force_ptx: bool,
+) -> Option<&'static Image> {
+    let cubin = images
+        .iter()
+        .filter(|i| {
+            i.kind == Kind::Cubin && !force_ptx && i.arch / 10 == major && i.arch % 10 <= minor
+        })
+        .max_by_key(|i| i.arch);
+    let ptx = || {
+        images
+            .iter()
+            .filter(|i| i.kind == Kind::Ptx && i.arch <= major * 10 + minor)
+            .max_by_key(|i| i.arch)
+    };
+    cubin.or_else(ptx)
+}
+
+/// Every embedded image's code, for tests.
+#[doc(hidden)]
+pub fn embedded_codes() -> Vec<Code> {
+    IMAGES.iter().map(Image::code).collect()
+}
+
+/// Module `module` of every embedded PTX image, as text, for the CPU tests that read the PTX.
+#[doc(hidden)]
+pub fn embedded_ptx(module: Module) -> Vec<(u32, String)> {
+    IMAGES
+        .iter()
+        .filter(|i| i.kind == Kind::Ptx)
+        .map(|i| {
+            let mut text = i.module(module).expect("embedded modules inflate");
+            text.pop(); // the NUL
+            (i.arch, String::from_utf8(text).expect("PTX is ASCII"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static SET: [Image; 4] = [
+        Image {
+            kind: Kind::Cubin,
+            arch: 75,
+            blob: &[],
+            modules: &[],
+        },
+        Image {
+            kind: Kind::Cubin,
+            arch: 80,
+            blob: &[],
+            modules: &[],
+        },
+        Image {
+            kind: Kind::Cubin,
+            arch: 90,
+            blob: &[],
+            modules: &[],
+        },
+        Image {
+            kind: Kind::Ptx,
+            arch: 90,
+            blob: &[],
+            modules: &[],
+        },
+    ];
+
+    fn pick(major: u32, minor: u32, force_ptx: bool) -> Option<Code> {
+        choose_from(&SET, major, minor, force_ptx).map(Image::code)
+    }
+
+    #[test]
+    fn cubins_run_on_their_major_version_at_or_above_their_minor() {
+        assert_eq!(pick(7, 5, false), Some(Code::Cubin { arch: 75 }));
+        assert_eq!(pick(8, 0, false), Some(Code::Cubin { arch: 80 }));
+        assert_eq!(pick(8, 6, false), Some(Code::Cubin { arch: 80 }));
+        assert_eq!(pick(8, 9, false), Some(Code::Cubin { arch: 80 }));
+        assert_eq!(pick(9, 0, false), Some(Code::Cubin { arch: 90 }));
+    }
+
+    #[test]
+    fn newer_majors_and_forced_runs_take_the_ptx() {
+        assert_eq!(pick(10, 0, false), Some(Code::Ptx { arch: 90 }));
+        assert_eq!(pick(12, 0, false), Some(Code::Ptx { arch: 90 }));
+        assert_eq!(pick(9, 0, true), Some(Code::Ptx { arch: 90 }));
+    }
+
+    #[test]
+    fn older_devices_have_nothing() {
+        assert_eq!(pick(7, 0, false), None);
+        assert_eq!(pick(6, 1, false), None);
+        // sm_90 PTX does not JIT for an sm_86 device; only its cubin runs there.
+        assert_eq!(pick(8, 6, true), None);
+    }
+
+    #[test]
+    fn the_build_embeds_every_cubin_and_the_newest_ptx() {
+        let codes = embedded_codes();
+        let ptx: Vec<u32> = codes
+            .iter()
+            .filter_map(|c| {
+                if let Code::Ptx { arch } = c {
+                    Some(*arch)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert!(
+            ptx.contains(&90),
+            "the sm_90 PTX is always embedded: {codes:?}"
+        );
+        let cubins: Vec<u32> = codes
+            .iter()
+            .filter_map(|c| {
+                if let Code::Cubin { arch } = c {
+                    Some(*arch)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        if std::env::var_os("PTXAS").is_some() {
+            assert_eq!(cubins, [75, 80, 90, 100, 120], "the build had ptxas");
+        }
+    }
+}

@@ -363,6 +363,8 @@ _rsetup_install() {
             stub=$(find "$stubdir" -type f -name "libcuda.so.${_rsetup_libcuda_version%-*}" 2>/dev/null | sort | head -n 1 || true)
         fi
         if [ -z "$stub" ]; then
+            # No link to a library that is about to be replaced (or refused).
+            rm -f "$cudadir/libcuda.so.1" "$cudadir/libcuda.so"
             _rsetup_need_cmd apt-get apt
             _rsetup_need_cmd dpkg dpkg
             _rsetup_need_cmd sha256sum coreutils

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Developer entry point.  Every subcommand first sources scripts/setup.sh,
 # which installs whatever is missing (toolchain, libcuda, ptxas), so each one
-# works as the first command on a fresh machine.
+# works as the first command on a fresh machine.  `example` does not install
+# ptxas (SETUP_PTXAS=0 unless set; the build then embeds PTX only).
 #
 #   bash scripts/dev.sh test [ARGS...]             cargo fmt --all --check, then
 #                                                  cargo test --workspace --release ARGS
@@ -13,7 +14,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 }
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -33,6 +34,11 @@ case "$cmd" in
         exit 2
         ;;
 esac
+
+if [ "$cmd" = example ]; then
+    # Running an example needs no ptxas; test and bench install it.
+    SETUP_PTXAS=${SETUP_PTXAS:-0}
+fi
 
 # shellcheck source=scripts/setup.sh
 source "$root/scripts/setup.sh"

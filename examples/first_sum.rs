@@ -2,7 +2,7 @@
 //!
 //! `scripts/cold-start.sh` runs this binary as a fresh process per measurement (driver JIT cache off, on, and
 //! with the PTX forced), next to its CUB counterpart `benches/cub/cub_first_sum.cu`. It prints one line:
-//! `first_sum open_ms=… handle_ms=… upload_ms=… sum_ms=… total_ms=… loaded=sm_… result=correct info=…`,
+//! `first_sum open_ms=… handle_ms=… upload_ms=… sum_ms=… total_ms=… loaded=<Cubin/Ptx and arch> result=correct info=…`,
 //! or `first_sum error: …` and exits 1.
 use std::process::ExitCode;
 use std::time::Instant;
@@ -55,7 +55,7 @@ fn run(start: Instant) -> Result<String, Box<dyn std::error::Error>> {
     let info = gpu.info();
     Ok(format!(
         "first_sum open_ms={open_ms:.3} handle_ms={handle_ms:.3} upload_ms={upload_ms:.3} sum_ms={sum_ms:.3} \
-         total_ms={total_ms:.3} loaded=sm_{} result=correct info={info:?}",
-        info.ptx_arch
+         total_ms={total_ms:.3} loaded={:?} result=correct info={info:?}",
+        info.code
     ))
 }

@@ -129,7 +129,7 @@ impl Item {
                 .next()
         } else {
             // `.extern .shared .align 4 .b8 name[];` or `.global .u32 name = 3;`
-            head.split(|c| c == ';' || c == '[' || c == '=')
+            head.split([';', '[', '='])
                 .next()
                 .and_then(|s| s.split_whitespace().last())
         }

@@ -176,33 +176,26 @@ mod tests {
 
     #[test]
     fn the_build_embeds_every_cubin_and_the_newest_ptx() {
-        let codes = embedded_codes();
-        let ptx: Vec<u32> = codes
-            .iter()
-            .filter_map(|c| {
-                if let Code::Ptx { arch } = c {
-                    Some(*arch)
-                } else {
-                    None
-                }
-            })
-            .collect();
+        let archs = |cubin: bool| -> Vec<u32> {
+            embedded_codes()
+                .into_iter()
+                .filter_map(|c| match c {
+                    Code::Cubin { arch } if cubin => Some(arch),
+                    Code::Ptx { arch } if !cubin => Some(arch),
+                    _ => None,
+                })
+                .collect()
+        };
         assert!(
-            ptx.contains(&90),
-            "the sm_90 PTX is always embedded: {codes:?}"
+            archs(false).contains(&90),
+            "the sm_90 PTX is always embedded"
         );
-        let cubins: Vec<u32> = codes
-            .iter()
-            .filter_map(|c| {
-                if let Code::Cubin { arch } = c {
-                    Some(*arch)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        if std::env::var_os("PTXAS").is_some() {
-            assert_eq!(cubins, [75, 80, 90, 100, 120], "the build had ptxas");
+        if !archs(true).is_empty() {
+            assert_eq!(
+                archs(true),
+                [75, 80, 90, 100, 120],
+                "a build with ptxas has every cubin"
+            );
         }
     }
 }

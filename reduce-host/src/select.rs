@@ -161,14 +161,7 @@ impl DeviceSelect {
         pred: P,
         out: &mut DeviceSlice<T>,
     ) -> Result<u64> {
-        self.blocking(
-            Selection::Unordered {
-                pred: P::PRED,
-                threshold: pred.threshold(),
-            },
-            input,
-            out,
-        )
+        self.blocking(by_predicate(false, &pred), input, out)
     }
 
     /// Copies the elements of `input` that pass `pred` to `out[..count]` in input order and returns
@@ -179,14 +172,7 @@ impl DeviceSelect {
         pred: P,
         out: &mut DeviceSlice<T>,
     ) -> Result<u64> {
-        self.blocking(
-            Selection::Stable {
-                pred: P::PRED,
-                threshold: pred.threshold(),
-            },
-            input,
-            out,
-        )
+        self.blocking(by_predicate(true, &pred), input, out)
     }
 
     /// Copies `input[i]` for every `i` with `flags[i] != 0` to `out[..count]` in input order and returns
@@ -214,16 +200,7 @@ impl DeviceSelect {
         count: &mut DeviceSlice<u64>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(
-            Selection::Unordered {
-                pred: P::PRED,
-                threshold: pred.threshold(),
-            },
-            input,
-            out,
-            count,
-            stream,
-        )
+        self.enqueue_into(by_predicate(false, &pred), input, out, count, stream)
     }
 
     /// Enqueues [`select_if_stable`](Self::select_if_stable) on `stream`, with the count written to
@@ -239,16 +216,7 @@ impl DeviceSelect {
         count: &mut DeviceSlice<u64>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(
-            Selection::Stable {
-                pred: P::PRED,
-                threshold: pred.threshold(),
-            },
-            input,
-            out,
-            count,
-            stream,
-        )
+        self.enqueue_into(by_predicate(true, &pred), input, out, count, stream)
     }
 
     /// Enqueues [`select_flagged`](Self::select_flagged) on `stream`, with the count written to `count[0]`,
@@ -346,6 +314,16 @@ impl DeviceSelect {
                 stream,
             )
         }
+    }
+}
+
+/// The selection by `pred`, in input order when `stable`.
+fn by_predicate<T: SelectElement, P: Predicate<T>>(stable: bool, pred: &P) -> Selection<T> {
+    let (pred, threshold) = (P::PRED, pred.threshold());
+    if stable {
+        Selection::Stable { pred, threshold }
+    } else {
+        Selection::Unordered { pred, threshold }
     }
 }
 

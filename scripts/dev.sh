@@ -64,7 +64,7 @@ case "$cmd" in
         exec cargo bench "$@"
         ;;
     env)
-        for v in PATH CUDA_LIBRARY_PATH LD_LIBRARY_PATH PTXAS; do
+        for v in PATH CUDA_LIBRARY_PATH LD_LIBRARY_PATH; do
             if [ -n "${!v+x}" ]; then
                 printf 'export %s=%q\n' "$v" "${!v}"
             fi

@@ -19,13 +19,13 @@
 #      LD_LIBRARY_PATH, so that cuInit() cleanly reports CUDA_ERROR_NO_DEVICE
 #      on machines without a GPU.  Other architectures need the driver;
 #   3. ptxas from the PyPI wheel nvidia-cuda-nvcc (pinned version, installed
-#      with pip --require-hashes), exported as PTXAS.  Optional: skipped with
+#      with pip --require-hashes) into .deps/nvcc, where the build finds it.  Optional: skipped with
 #      SETUP_PTXAS=0 (or --no-ptxas); the build then embeds PTX only.
 # Everything downloaded (except rustup's toolchains) goes under <repo>/.deps/.
 #
 # Knobs (environment variables, honoured when sourced too):
-#   SETUP_PTXAS=0         do not install ptxas (PTXAS is exported only if an
-#                         earlier run installed it)
+#   SETUP_PTXAS=0         do not install ptxas (one an earlier run installed
+#                         stays in .deps/nvcc and is still used)
 #   DEBIAN_MIRROR         https URL of a Debian mirror
 #                         (default https://deb.debian.org/debian)
 #   NVCC_WHEEL_VERSION    another nvidia-cuda-nvcc version; needs
@@ -293,6 +293,7 @@ _rsetup_install() {
             _rsetup_log "rustup not found after installing it"
             return 1
         }
+        _rsetup_log "rustup installed; for plain cargo in new shells run: . \"${CARGO_HOME:-$HOME/.cargo}/env\""
     fi
     # Parse rust-toolchain.toml (channel, profile, components, targets).
     local tc_flat channel profile comps targets
@@ -599,9 +600,9 @@ _rsetup_export() {
         libcuda_note="Debian libcuda1, no GPU"
     fi
 
-    # ptxas is optional (SETUP_PTXAS=0): export it when installed.
+    # ptxas is optional (SETUP_PTXAS=0). It is not exported: the build and the tests find it under .deps/
+    # themselves, so dev.sh and plain cargo see the same environment and do not rebuild each other's work.
     if ptxas=$(_rsetup_find_ptxas "$root"); then
-        export PTXAS="$ptxas"
         ptxas_note="ptxas: .deps/nvcc"
     else
         ptxas_note="ptxas: not installed, the build embeds PTX only"

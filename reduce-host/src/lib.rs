@@ -58,7 +58,11 @@ mod reduce;
 pub mod seed;
 pub mod select;
 mod testing;
-pub mod tuning;
+mod tuning;
+
+/// The `cust` this crate is built on: use its `DeviceBuffer`, `DeviceSlice` and streams with the handles, so
+/// your crate need not match its version by hand (`use reduce_host::cust::memory::DeviceBuffer;`).
+pub use cust;
 
 pub use element::{Element, Indexed, OrdElement, SumElement};
 pub use error::{DriverError, Error, Result};
@@ -67,6 +71,7 @@ pub use half::{BF16, F16};
 pub use histogram::{Counter, DeviceHistogram, EvenBins, HistogramSample};
 pub use images::Code;
 pub use reduce::{Combine, DeviceReduce};
+pub use tuning::Policy;
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
 };

@@ -125,4 +125,16 @@ mod tests {
         assert_eq!(grid_for(&p, 132, 1 << 20, 4), (1 << 20) as u32);
         assert_eq!(grid_for(&p, u32::MAX, 0, 0), 1);
     }
+
+    #[test]
+    fn tuning_table_falls_back_by_compute_capability() {
+        assert_eq!(policy(90).blocks_per_sm, 8);
+        assert_eq!(policy(120), policy(90));
+        assert_eq!(policy(75).blocks_per_sm, 4);
+        for cc in [75, 80, 86, 90] {
+            let p = policy(cc);
+            assert_eq!(p.threads % 32, 0);
+            assert!(p.threads <= 1024 && p.finalize_threads <= 1024);
+        }
+    }
 }

@@ -5,7 +5,7 @@ use common::*;
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 use rand::Rng;
-use reduce_host::tuning::Policy;
+use reduce_host::Policy;
 use reduce_host::{Combine, Error, Indexed, cpu};
 
 /// Every edge size, and the seed's 2^26 + 3 (within `max_n`).

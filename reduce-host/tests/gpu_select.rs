@@ -7,7 +7,7 @@ use common::{max_n, random, rng, upload_at};
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 use rand::Rng;
-use reduce_host::tuning::Policy;
+use reduce_host::Policy;
 use reduce_host::{
     DeviceSelect, Error, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
 };

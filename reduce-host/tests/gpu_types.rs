@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use reduce_host::tuning::Policy;
+use reduce_host::Policy;
 use reduce_host::{BF16, Combine, F16, Indexed};
 
 /// `#[test] fn <type>() { <check>::<T>() }` for each listed type, in a module named after the check.

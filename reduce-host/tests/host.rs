@@ -1,5 +1,4 @@
 //! CPU tests of the host side: errors without a device, launch-shape arithmetic, type layouts.
-use reduce_host::tuning;
 use reduce_host::{BF16, DeviceReduce, Element, Error, F16, Indexed, SumElement};
 
 #[test]
@@ -31,18 +30,6 @@ fn error_messages_say_what_happened() {
     };
     assert!(e.to_string().contains("reduce_sum_f32 (Ptx { arch: 90 })"));
     assert!(e.to_string().contains("ptxas fatal: bad"));
-}
-
-#[test]
-fn tuning_table_falls_back_by_compute_capability() {
-    assert_eq!(tuning::policy(90).blocks_per_sm, 8);
-    assert_eq!(tuning::policy(120), tuning::policy(90));
-    assert_eq!(tuning::policy(75).blocks_per_sm, 4);
-    for cc in [75, 80, 86, 90] {
-        let p = tuning::policy(cc);
-        assert_eq!(p.threads % 32, 0);
-        assert!(p.threads <= 1024 && p.finalize_threads <= 1024);
-    }
 }
 
 #[test]

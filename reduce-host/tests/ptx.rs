@@ -9,20 +9,27 @@ use reduce_contract::kernels::modules;
 use reduce_contract::{Elem, Module, Op, Pred, Sample};
 use reduce_host::images::embedded_ptx;
 
-/// Finds ptxas: `$PTXAS`, then the PATH. `scripts/setup.sh` installs it and exports `PTXAS`.
+/// Finds ptxas as the build does: `$PTXAS`, the PATH, then what `scripts/setup.sh` installs in `.deps/`.
 fn ptxas() -> PathBuf {
     if let Some(p) = std::env::var_os("PTXAS") {
         return p.into();
     }
-    let found = Command::new("ptxas")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "ptxas not found: set PTXAS or run `bash scripts/setup.sh` (installs the nvidia-cuda-nvcc wheel)"
-    );
-    "ptxas".into()
+    let runs = |p: &std::path::Path| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let setup = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.deps/nvcc/nvidia");
+    let installed = std::fs::read_dir(setup)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("bin/ptxas"));
+    std::iter::once(PathBuf::from("ptxas"))
+        .chain(installed)
+        .find(|p| runs(p))
+        .expect("ptxas not found: set PTXAS or run `bash scripts/setup.sh` (installs the nvidia-cuda-nvcc wheel)")
 }
 
 /// The PTX of `module` in every embedded PTX image, as `(arch, text)`.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the GPU tests under compute-sanitizer on the device machine, inputs capped so the slow tools finish:
+# Runs the GPU tests under compute-sanitizer on a GPU machine, inputs capped so the slow tools finish:
 #   bash scripts/device-sanitize.sh [SECONDS_PER_RUN]
 # Expects the packed test binaries in target/device-pack/tests (see ../shared/tools/device-pack).
 set -uo pipefail

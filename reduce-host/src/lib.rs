@@ -71,9 +71,9 @@ pub use half::{BF16, F16};
 pub use histogram::{Counter, DeviceHistogram, EvenBins, HistogramSample};
 pub use images::Code;
 pub use reduce::{Combine, DeviceReduce};
-pub use tuning::Policy;
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
 };
 #[doc(hidden)]
 pub use testing::LaneWord;
+pub use tuning::Policy;

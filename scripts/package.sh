@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Packages reduce-contract and reduce-host as they would be published, and verifies them: cargo builds each
+# package from its own contents, as a dependent crate would get it.
+#
+# reduce-host's package carries the kernels prebuilt (`reduce-host/prebuilt/`: the deflated cubins, the PTX
+# and their table), taken from a fresh build of the kernels here, so a dependent crate needs neither the
+# nightly nor ptxas. After packaging, every prebuilt file in the package is compared byte for byte with that
+# fresh build.
+#
+#   bash scripts/package.sh      (after scripts/setup.sh; needs ptxas for the cubins)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$root"
+
+# A fresh build of the kernels, and where its build script left the images.
+out=$(cargo build -p reduce-host --release --message-format=json |
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "build-script-executed" and m["package_id"].split("#")[0].endswith("/reduce-host"):
+        print(m["out_dir"])
+')
+[ -n "$out" ] && [ -f "$out/images.rs" ] || { echo "package: no kernel images from the build" >&2; exit 1; }
+if ! grep -q 'Kind::Cubin' "$out/images.rs"; then
+    echo "package: the build had no ptxas, so it embedded PTX only; a published package carries cubins" >&2
+    exit 1
+fi
+
+rm -rf reduce-host/prebuilt
+mkdir reduce-host/prebuilt
+cp "$out/images.rs" "$out"/*.bin reduce-host/prebuilt/
+
+# prebuilt/ is ignored by git (it is a build product), hence --allow-dirty.
+cargo package -p reduce-contract -p reduce-host --allow-dirty
+
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' reduce-host/Cargo.toml | head -n 1)
+packaged=target/package/reduce-host-$version
+for f in reduce-host/prebuilt/*; do
+    cmp "$out/$(basename "$f")" "$packaged/prebuilt/$(basename "$f")"
+done
+for f in LICENSE-MIT LICENSE-APACHE README.md; do
+    [ -s "$packaged/$f" ] || { echo "package: $f missing from the package" >&2; exit 1; }
+done
+echo "package: reduce-contract and reduce-host packaged and verified; $(ls reduce-host/prebuilt | wc -l) prebuilt files identical to the fresh build"

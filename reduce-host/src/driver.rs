@@ -292,6 +292,12 @@ impl RawEvent {
     }
 }
 
+// SAFETY: a driver API event handle may be recorded, waited on and destroyed from any thread; the driver
+// serialises its own use of it. `RawEvent` has no `&self` method that mutates host state, so it is `Sync` too.
+unsafe impl Send for RawEvent {}
+// SAFETY: as above.
+unsafe impl Sync for RawEvent {}
+
 impl Drop for RawEvent {
     fn drop(&mut self) {
         // SAFETY: created by `new`, destroyed once; nothing to report to.

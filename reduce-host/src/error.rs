@@ -52,7 +52,14 @@ pub enum Error {
     },
     /// A CUDA driver call failed.
     #[error("CUDA driver error: {0}")]
-    Driver(#[from] DriverError),
+    Driver(DriverError),
+    /// A kernel faulted (an illegal address, a trap, a launch failure) and the device's context is lost: this
+    /// error is sticky, and every later call on the device fails with it. The process must exit to use the
+    /// device again.
+    #[error(
+        "the GPU context is lost (sticky error; restart the process to use this device again): {0}"
+    )]
+    ContextLost(DriverError),
     /// An argument can never be valid; the message says which and why.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -79,7 +86,21 @@ impl From<CudaError> for DriverError {
 
 impl From<CudaError> for Error {
     fn from(e: CudaError) -> Self {
-        Error::Driver(e.into())
+        DriverError::from(e).into()
+    }
+}
+
+impl From<DriverError> for Error {
+    /// Sticky errors, after which the context is unusable, become [`Error::ContextLost`].
+    fn from(e: DriverError) -> Self {
+        // CUDA_ERROR_LAUNCH_TIMEOUT, ILLEGAL_ADDRESS, HARDWARE_STACK_ERROR, ILLEGAL_INSTRUCTION,
+        // MISALIGNED_ADDRESS, INVALID_ADDRESS_SPACE, INVALID_PC and LAUNCH_FAILED (a trap, e.g. a kernel panic).
+        const STICKY: [u32; 8] = [702, 700, 714, 715, 716, 717, 718, 719];
+        if STICKY.contains(&e.code) {
+            Error::ContextLost(e)
+        } else {
+            Error::Driver(e)
+        }
     }
 }
 

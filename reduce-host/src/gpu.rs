@@ -185,4 +185,11 @@ impl Gpu {
         self.make_current()?;
         Ok(Stream::new(StreamFlags::NON_BLOCKING, None)?)
     }
+
+    /// The stream a handle's blocking calls run on: a blocking stream, so it waits for work the caller
+    /// queued on the legacy default stream (cust's `DeviceBuffer::from_slice` copies there) before it runs.
+    pub(crate) fn handle_stream(&self) -> Result<Stream> {
+        self.make_current()?;
+        Ok(Stream::new(StreamFlags::DEFAULT, None)?)
+    }
 }

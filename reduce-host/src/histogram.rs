@@ -113,16 +113,24 @@ pub struct EvenBins {
 }
 
 impl EvenBins {
-    /// Checks the arguments: `1 <= bins <= u32::MAX`, finite bounds, `lower < upper`, and a range and scale
+    /// Most bins: 2^24, the last bin count whose every bin index f32 holds exactly, so the product
+    /// `(x - lower) · scale` can still name each bin.
+    pub const MAX_BINS: usize = 1 << 24;
+
+    /// Checks the arguments: `1 <= bins <= MAX_BINS`, finite bounds, `lower < upper`, and a range and scale
     /// that f32 can represent (`upper - lower` and `bins / (upper - lower)` finite). Touches no device.
     pub fn new(bins: usize, lower: f32, upper: f32) -> Result<Self> {
         let invalid = |m: String| Err(Error::InvalidArgument(m));
         if bins == 0 {
             return invalid("a histogram needs at least 1 bin, got bins = 0".into());
         }
-        let Ok(bins) = u32::try_from(bins) else {
-            return invalid(format!("bins = {bins} exceeds the maximum of {}", u32::MAX));
-        };
+        if bins > Self::MAX_BINS {
+            return invalid(format!(
+                "bins = {bins} exceeds the maximum of {} (2^24: f32 bin arithmetic cannot address more)",
+                Self::MAX_BINS
+            ));
+        }
+        let bins = bins as u32;
         if !lower.is_finite() || !upper.is_finite() {
             return invalid(format!(
                 "histogram bounds must be finite, got [{lower}, {upper})"
@@ -231,7 +239,7 @@ impl DeviceHistogram {
 
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
-        let stream = gpu.stream()?;
+        let stream = gpu.handle_stream()?;
         Ok(DeviceHistogram {
             counts: DeviceBuffer::zeroed(256)?,
             stream,
@@ -414,9 +422,9 @@ mod tests {
 
     #[test]
     fn too_many_bins_is_an_error() {
-        if let Some(big) = (u32::MAX as usize).checked_add(1) {
-            assert!(message(EvenBins::new(big, 0.0, 1.0)).contains("exceeds"));
-        }
+        assert!(EvenBins::new(EvenBins::MAX_BINS, 0.0, 1.0).is_ok());
+        assert!(message(EvenBins::new(EvenBins::MAX_BINS + 1, 0.0, 1.0)).contains("exceeds"));
+        assert!(message(EvenBins::new(u32::MAX as usize, 0.0, 1.0)).contains("2^24"));
     }
 
     #[test]
@@ -426,7 +434,7 @@ mod tests {
             (b.bins(), b.lower(), b.upper(), b.scale()),
             (10, -1.0, 1.0, 5.0)
         );
-        assert!(EvenBins::new(u32::MAX as usize, -1.0e30, 1.0e30).is_ok());
+        assert!(EvenBins::new(EvenBins::MAX_BINS, -1.0e30, 1.0e30).is_ok());
     }
 
     #[test]

@@ -82,7 +82,7 @@ handle_basics!(DeviceReduce);
 impl DeviceReduce {
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
-        let stream = gpu.stream()?;
+        let stream = gpu.handle_stream()?;
         let info = gpu.info();
         let policy = tuning::policy(info.cc());
         Ok(DeviceReduce {
@@ -109,18 +109,11 @@ impl DeviceReduce {
         self.policy
     }
 
-    /// Forces a launch policy, e.g. to test odd grid and block sizes. `threads` must be a multiple of 32 in
-    /// 32..=1024 and `blocks_per_sm`, `finalize_threads` likewise sane.
+    /// Forces a launch policy, e.g. to test odd grid and block sizes: `threads` and `finalize_threads`
+    /// multiples of 32 in 32..=1024, `blocks_per_sm` in 1..=32; anything else is an
+    /// [`Error::InvalidArgument`].
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
-        let block_ok = |t: u32| t.is_multiple_of(32) && (32..=1024).contains(&t);
-        if !block_ok(policy.threads)
-            || !block_ok(policy.finalize_threads)
-            || policy.blocks_per_sm == 0
-        {
-            return Err(Error::InvalidArgument(format!(
-                "{policy:?}: threads must be multiples of 32 in 32..=1024 and blocks_per_sm at least 1"
-            )));
-        }
+        policy.check()?;
         self.make_current()?;
         self.scratch
             .reserve(self.gpu.info().sm_count * policy.blocks_per_sm)?;
@@ -302,6 +295,8 @@ impl Drop for DeviceReduce {
         // The fields free device memory and unload the module: make their context current first. A failure
         // here has no caller to go to, so it is dropped.
         let _ = self.gpu.make_current();
+        // Async calls may still be using the scratch on any stream: wait for the last use before it is freed.
+        let _ = self.scratch.wait_idle();
     }
 }
 

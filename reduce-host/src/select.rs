@@ -117,7 +117,7 @@ handle_basics!(DeviceSelect);
 impl DeviceSelect {
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
-        let stream = gpu.stream()?;
+        let stream = gpu.handle_stream()?;
         Ok(DeviceSelect {
             count: DeviceBuffer::zeroed(1)?,
             tiles: Scratch::new()?,
@@ -135,20 +135,12 @@ impl DeviceSelect {
         self.policy
     }
 
-    /// Forces a launch policy, e.g. to test odd block sizes: `threads` must be a multiple of 32 in
-    /// 32..=1024 and `blocks_per_sm` at least 1 (`finalize_threads` is not used here). The stable kernels
-    /// use at most 736 threads, whose tile still fits the 48 KiB of shared memory a block gets.
+    /// Forces a launch policy, e.g. to test odd block sizes, checked as
+    /// [`DeviceReduce::set_policy`](crate::DeviceReduce::set_policy) checks it (`finalize_threads` is not
+    /// used here). The stable kernels use at most 736 threads, whose tile still fits the 48 KiB of shared
+    /// memory a block gets.
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
-        if !policy.threads.is_multiple_of(32) || !(32..=1024).contains(&policy.threads) {
-            return Err(Error::InvalidArgument(format!(
-                "{policy:?}: threads must be a multiple of 32 in 32..=1024"
-            )));
-        }
-        if policy.blocks_per_sm == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "{policy:?}: blocks_per_sm must be at least 1"
-            )));
-        }
+        policy.check()?;
         self.policy = policy;
         Ok(())
     }
@@ -331,5 +323,7 @@ impl Drop for DeviceSelect {
     fn drop(&mut self) {
         // The fields free device memory: make their context current first. Nothing to report a failure to.
         let _ = self.gpu.make_current();
+        // Async calls may still be using the scratch on any stream: wait for the last use before it is freed.
+        let _ = self.tiles.wait_idle();
     }
 }

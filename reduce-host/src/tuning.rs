@@ -65,6 +65,28 @@ pub const HISTOGRAM_THREADS: u32 = 512;
 /// barrier; 512 measured fastest on the H200 (docs/PERFORMANCE.md).
 pub const SELECT_THREADS: u32 = 512;
 
+/// Most resident blocks per SM on any supported GPU: a larger `blocks_per_sm` could only allocate partials
+/// that no launch uses.
+pub const MAX_BLOCKS_PER_SM: u32 = 32;
+
+impl Policy {
+    /// Checks a policy a caller forces: block sizes multiples of 32 in 32..=1024 and `blocks_per_sm` in
+    /// 1..=32.
+    pub(crate) fn check(&self) -> crate::Result<()> {
+        let block_ok = |t: u32| t.is_multiple_of(32) && (32..=1024).contains(&t);
+        if !block_ok(self.threads)
+            || !block_ok(self.finalize_threads)
+            || !(1..=MAX_BLOCKS_PER_SM).contains(&self.blocks_per_sm)
+        {
+            return Err(crate::Error::InvalidArgument(format!(
+                "{self:?}: threads and finalize_threads must be multiples of 32 in 32..=1024, and blocks_per_sm \
+                 in 1..={MAX_BLOCKS_PER_SM}"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// The policy for compute capability `cc`.
 pub fn policy(cc: u32) -> Policy {
     TABLE

@@ -144,3 +144,30 @@ fn calls_captured_into_a_graph_replay_and_leave_the_handle_usable() {
     unsafe { reduce.sum_async(&buf, &mut out.index(0..1), &stream) }.unwrap();
     assert_eq!(reduce.sum(&buf).unwrap().to_bits(), want.to_bits());
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn streams_dropped_and_recreated_between_async_calls() {
+    // A dropped stream's handle can be reused by the next one: scratch ordering must not rest on comparing
+    // handles. Each call gets a fresh stream, dropped with its work still queued, and every result is checked.
+    let mut reduce = gpu();
+    reduce.set_combine(Combine::LastBlock);
+    let n = ((1usize << 21) + 5).min(max_n().max(1 << 16));
+    let host: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+    let want: f64 = host.iter().map(|&x| f64::from(x)).sum();
+    let buf = DeviceBuffer::from_slice(&host).unwrap();
+    let calls = 2_000;
+    let outs = DeviceBuffer::<f32>::zeroed(calls).unwrap();
+    for i in 0..calls {
+        let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+        let mut out = outs.index(i..i + 1);
+        // SAFETY: `buf` and `outs` outlive the synchronize below; `out` is written by this call only.
+        unsafe { reduce.sum_async(&buf, &mut out, &stream).unwrap() };
+    }
+    cust::context::CurrentContext::synchronize().unwrap();
+    let mut got = vec![0.0f32; calls];
+    outs.copy_to(&mut got[..]).unwrap();
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(f64::from(*g), want, "call {i}");
+    }
+}

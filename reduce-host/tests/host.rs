@@ -122,3 +122,28 @@ fn compaction_without_a_device_is_a_typed_error() {
         Err(e) => panic!("expected NoDevice or success, got {e}"),
     }
 }
+
+#[test]
+fn handles_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<reduce_host::DeviceReduce>();
+    send::<reduce_host::DeviceSelect>();
+    send::<reduce_host::DeviceHistogram>();
+    send::<reduce_host::Gpu>();
+}
+
+#[test]
+fn sticky_driver_errors_say_the_context_is_lost() {
+    let e = |code| reduce_host::DriverError {
+        code,
+        message: "m".into(),
+    };
+    assert!(matches!(Error::from(e(700)), Error::ContextLost(_)));
+    assert!(matches!(Error::from(e(719)), Error::ContextLost(_)));
+    assert!(matches!(Error::from(e(1)), Error::Driver(_)));
+    assert!(
+        Error::from(e(700))
+            .to_string()
+            .contains("restart the process")
+    );
+}

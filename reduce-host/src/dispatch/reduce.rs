@@ -42,6 +42,11 @@ impl Scratch {
         })
     }
 
+    /// Waits on the host until the last work that used the scratch is done.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.last_use.synchronize()
+    }
+
     /// Makes room for `max_grid` partials, after waiting for the work that may still use the old buffer.
     pub fn reserve(&mut self, max_grid: u32) -> Result<()> {
         if self.partials.len() < max_grid as usize * MAX_ACC_BYTES {

@@ -42,6 +42,11 @@ impl Scratch {
         })
     }
 
+    /// Waits on the host until the last work that used the scratch is done.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.last_use.synchronize()
+    }
+
     /// Sizes the stable kernels' grid (one block per tile of `threads`) and zeroes `1 + tiles` look-back
     /// words on `stream`, growing the buffer first if needed. Returns the grid and the words' address.
     fn prepare<T>(

@@ -101,10 +101,18 @@ mod seed {
 
 /// The device predicate of a kernel-name predicate.
 macro_rules! predicate {
-    (gt $t:ty, $x:expr) => { <crate::select::GreaterThan<$t> as crate::select::Predicate<$t>>::new($x) };
-    (lt $t:ty, $x:expr) => { <crate::select::LessThan<$t> as crate::select::Predicate<$t>>::new($x) };
-    (nonzero $t:ty, $x:expr) => { <crate::select::NonZero as crate::select::Predicate<$t>>::new($x) };
-    (finite $t:ty, $x:expr) => { <crate::select::IsFinite as crate::select::Predicate<$t>>::new($x) };
+    (gt $t:ty, $x:expr) => {
+        <crate::select::GreaterThan<$t> as crate::select::Predicate<$t>>::new($x)
+    };
+    (lt $t:ty, $x:expr) => {
+        <crate::select::LessThan<$t> as crate::select::Predicate<$t>>::new($x)
+    };
+    (nonzero $t:ty, $x:expr) => {
+        <crate::select::NonZero as crate::select::Predicate<$t>>::new($x)
+    };
+    (finite $t:ty, $x:expr) => {
+        <crate::select::IsFinite as crate::select::Predicate<$t>>::new($x)
+    };
 }
 
 /// Exports the compaction kernels of each `(predicate, type)` pair: `select_unordered_<pred>_<type>` and
@@ -150,7 +158,9 @@ mod select {
         let sel = crate::select::Flagged(p.flags);
         // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
         unsafe {
-            crate::select::stable::<_, _, { crate::select::STABLE_VECTORS }>(p.input, p.n, sel, p.out, p.count, p.states)
+            crate::select::stable::<_, _, { crate::select::STABLE_VECTORS }>(
+                p.input, p.n, sel, p.out, p.count, p.states,
+            )
         }
     }
 }

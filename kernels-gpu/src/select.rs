@@ -398,7 +398,10 @@ const TILE_WORD: usize = 40;
 const PREFIX_WORD: usize = 41;
 /// Byte offset of [`stable`]'s staging area in shared memory (16-byte aligned, past PREFIX_WORD).
 pub const STAGE_OFFSET: usize = reduce_contract::layout::STAGE_OFFSET as usize;
-const _: () = assert!(8 * (PREFIX_WORD + 1) <= STAGE_OFFSET, "the staging area starts past the scan words");
+const _: () = assert!(
+    8 * (PREFIX_WORD + 1) <= STAGE_OFFSET,
+    "the staging area starts past the scan words"
+);
 
 /// Order-preserving compaction of `input[0..n]` into `out`, one tile of `blockDim.x * V` vectors per block;
 /// the block of the last tile writes the number kept to `*count`.

@@ -66,7 +66,7 @@ pub fn build_ptx(sources: &KernelSources, out: &Path, archs: &[u32]) -> Vec<(u32
     let children: Vec<_> = archs
         .iter()
         .map(|&arch| {
-            let target_dir = out.join(format!("kernels-sm{arch}"));
+            let target_dir = kernel_target_dir(out).join(format!("sm{arch}"));
             let child = nightly(&channel, "cargo")
                 .current_dir(&sources.kernels)
                 .args([
@@ -111,6 +111,16 @@ pub fn build_ptx(sources: &KernelSources, out: &Path, archs: &[u32]) -> Vec<(u32
         .collect()
 }
 
+/// Where the nested kernel builds keep their targets: beside this build's profile folders
+/// (`<target>/kernels-gpu`), so a debug and a release build of this crate share one kernel build, whatever
+/// the OUT_DIR of each. `OUT_DIR` is `<target>/<profile>/build/<crate>-<hash>/out`.
+fn kernel_target_dir(out: &Path) -> PathBuf {
+    match out.ancestors().nth(4) {
+        Some(target) => target.join("kernels-gpu"),
+        None => out.join("kernels-gpu"),
+    }
+}
+
 /// `rustup run <channel> <program>` in an environment cleared of whatever the outer build was told.
 fn nightly(channel: &str, program: &str) -> Command {
     let mut cmd = Command::new("rustup");
@@ -150,7 +160,7 @@ fn ensure_toolchain(channel: &str) {
             .arg("--version")
             .env("RUSTUP_AUTO_INSTALL", "0"),
     ) {
-        println!("cargo:warning=installing Rust {channel} for the kernels (once)");
+        println!("cargo:warning=installed Rust {channel} for the kernels (a one-time step)");
         let mut install = Command::new("rustup");
         install.args(["toolchain", "install", channel, "--profile", "minimal"]);
         for c in COMPONENTS {
@@ -179,7 +189,7 @@ fn ensure_toolchain(channel: &str) {
         .collect();
     if !missing.is_empty() {
         println!(
-            "cargo:warning=adding {} to Rust {channel} for the kernels (once)",
+            "cargo:warning=added {} to Rust {channel} for the kernels (a one-time step)",
             missing.join(", ")
         );
         if !installed(
@@ -193,7 +203,8 @@ fn ensure_toolchain(channel: &str) {
 }
 
 /// `ptxas`: `$PTXAS`, `$CUDA_PATH/bin`, the `PATH`, `/usr/local/cuda/bin`, then what `scripts/setup.sh`
-/// installs in the repository (`.deps/nvcc`).
+/// installs in the repository (`.deps/nvcc`). The build reruns when `.deps/` changes, so a ptxas that setup
+/// installs later is picked up.
 pub fn find_ptxas() -> Option<PathBuf> {
     let runs = |p: &Path| run(Command::new(p).arg("--version")).is_ok_and(|o| o.status.success());
     let mut candidates: Vec<PathBuf> = Vec::new();
@@ -208,7 +219,14 @@ pub fn find_ptxas() -> Option<PathBuf> {
     candidates.push("ptxas".into());
     candidates.push("/usr/local/cuda/bin/ptxas".into());
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR")?);
-    let setup = manifest.parent()?.join(".deps/nvcc/nvidia");
+    let deps = manifest.parent()?.join(".deps");
+    if deps.is_dir() {
+        println!("cargo:rerun-if-changed={}", deps.display());
+        if deps.join("nvcc").is_dir() {
+            println!("cargo:rerun-if-changed={}", deps.join("nvcc").display());
+        }
+    }
+    let setup = deps.join("nvcc/nvidia");
     if let Ok(dirs) = std::fs::read_dir(&setup) {
         for d in dirs.flatten() {
             candidates.push(d.path().join("bin/ptxas"));

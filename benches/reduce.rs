@@ -10,10 +10,10 @@ mod support;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use cust::memory::{DeviceBuffer, DeviceSlice};
+use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
 use reduce_host::seed::{SeedReduce, SeedVersion};
-use reduce_host::{Combine, DeviceReduce, Gpu, Indexed, cpu};
+use reduce_host::{Combine, DeviceReduce, DeviceView, Gpu, Indexed, cpu};
 use support::cub::{Cub, CubResult};
 use support::plot::{self, Series};
 use support::pool::Pool;
@@ -126,7 +126,8 @@ impl Bench {
     fn measure(&mut self, kind: Kind, n: usize) -> Result<f64, BoxError> {
         self.check(kind, n)?;
         let copies = self.pool.copies(n, self.min_rotation_bytes);
-        let windows: Vec<DeviceSlice<f32>> = (0..copies).map(|k| self.pool.window(n, k)).collect();
+        let windows: Vec<DeviceView<'_, f32>> =
+            (0..copies).map(|k| self.pool.window(n, k)).collect();
         if let Kind::Seed(v) = kind {
             self.seed.reserve(v, n as u64)?;
         }
@@ -135,7 +136,7 @@ impl Bench {
         }
         let (reduce, seed, out) = (&mut self.reduce, &mut self.seed, &mut self.out);
         let mut enqueue = |k: usize, s: &Stream| -> Result<(), BoxError> {
-            let w = &windows[k];
+            let w = windows[k];
             // SAFETY: windows and outputs live until the timing function has synchronized.
             unsafe {
                 match kind {
@@ -156,14 +157,14 @@ impl Bench {
     fn check(&mut self, kind: Kind, n: usize) -> Result<(), BoxError> {
         let (w, host) = (self.pool.window(n, 0), self.pool.host_window(n, 0));
         let ok = match kind {
-            Kind::Seed(v) => sum_ok(self.seed.sum(v, &w)?, host),
+            Kind::Seed(v) => sum_ok(self.seed.sum(v, w)?, host),
             Kind::Production(op, c) => {
                 self.reduce.set_combine(c);
                 let ok = match op {
-                    Op::Sum => sum_ok(self.reduce.sum(&w)?, host),
-                    Op::Max => self.reduce.max(&w)? == cpu::max(host),
+                    Op::Sum => sum_ok(self.reduce.sum(w)?, host),
+                    Op::Max => self.reduce.max(w)? == cpu::max(host),
                     Op::ArgMax => {
-                        self.reduce.argmax(&w)?.map(|a| (a.index as usize, a.value))
+                        self.reduce.argmax(w)?.map(|a| (a.index as usize, a.value))
                             == cpu::argmax(host)
                     }
                 };

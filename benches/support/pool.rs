@@ -1,7 +1,8 @@
 //! Random inputs in device memory, in enough disjoint copies that a rotation over them reads from HBM and
 //! not from the 60 MB L2.
-use cust::memory::{DeviceBuffer, DeviceSlice};
+use cust::memory::DeviceBuffer;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
+use reduce_host::DeviceView;
 
 /// One big random buffer on host and device; windows of it are the rotated copies.
 pub struct Pool {
@@ -30,9 +31,9 @@ impl Pool {
     }
 
     /// Copy `k` of `n` elements (16-byte aligned start).
-    pub fn window(&self, n: usize, k: usize) -> DeviceSlice<f32> {
+    pub fn window(&self, n: usize, k: usize) -> DeviceView<'_, f32> {
         let start = k * Self::stride(n);
-        self.device.index(start..start + n)
+        DeviceView::from(&self.device).slice(start..start + n)
     }
 
     /// Host view of copy `k`.

@@ -4,7 +4,7 @@
 //! Without a GPU it prints why and exits 0: that is the path CI runs. With one it checks the results and
 //! prints `downstream: correct`.
 use reduce_host::cust::memory::DeviceBuffer;
-use reduce_host::{DeviceReduce, Error};
+use reduce_host::{DeviceReduce, DeviceView, Error};
 
 fn main() -> Result<(), Error> {
     let mut reduce = match DeviceReduce::new() {
@@ -19,7 +19,7 @@ fn main() -> Result<(), Error> {
     assert_eq!(reduce.sum(&x)?, 9.0);
     let m = reduce.argmax(&x)?.expect("non-empty"); // ties go to the smallest index
     assert_eq!((m.index, m.value), (1, 5.0));
-    assert_eq!(reduce.min(&x.index(1..))?, Some(-2.0));
+    assert_eq!(reduce.min(DeviceView::from(&x).slice(1..))?, Some(-2.0));
     println!("downstream: correct ({:?})", reduce.device_info().code);
     Ok(())
 }

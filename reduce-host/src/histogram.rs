@@ -1,7 +1,7 @@
 //! [`DeviceHistogram`]: device-wide histograms with evenly spaced bins ([`EvenBins`]), and the 256-bin byte
 //! histogram. Each block counts into private copies in shared memory (one per lane when they fit) and merges
 //! them with one atomic per non-empty bin; histograms too large for shared memory count with global atomics.
-use cust::memory::{DeviceBuffer, DeviceCopy, DeviceSlice};
+use cust::memory::{DeviceBuffer, DeviceCopy};
 use cust::stream::Stream;
 use reduce_contract::Sample;
 use reduce_contract::layout::MAX_SHARED_BINS;
@@ -12,6 +12,7 @@ use crate::driver;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::half::{BF16, F16};
+use crate::view::{DeviceView, DeviceViewMut};
 
 mod sealed {
     /// The contract's name of a sample type.
@@ -252,15 +253,15 @@ impl DeviceHistogram {
     ///
     /// Errors with [`Error::InvalidArgument`] for a bad range (as [`EvenBins::new`]), before touching the
     /// device, and when `C = u32` but `input` has more than `u32::MAX` samples.
-    pub fn even<T: HistogramSample, C: Counter>(
+    pub fn even<'a, T: HistogramSample, C: Counter>(
         &mut self,
-        input: &DeviceSlice<T>,
+        input: impl Into<DeviceView<'a, T>>,
         bins: usize,
         lower: f32,
         upper: f32,
     ) -> Result<Vec<C>> {
         let plan = EvenBins::new(bins, lower, upper)?.plan(T::SAMPLE, C::WIDE);
-        self.blocking::<T, C>(input, plan)
+        self.blocking::<T, C>(input.into(), plan)
     }
 
     /// Enqueues [`even`](Self::even) on `stream`, writing the counts to `out[..bins]` (zeroed first; the rest
@@ -269,17 +270,17 @@ impl DeviceHistogram {
     /// # Safety
     /// `input` and `out` must stay allocated, `input` unmodified and `out[..bins]` otherwise unused, until
     /// `stream` has passed this work.
-    pub unsafe fn even_async<T: HistogramSample, C: Counter>(
+    pub unsafe fn even_async<'a, 'b, T: HistogramSample, C: Counter>(
         &mut self,
-        input: &DeviceSlice<T>,
+        input: impl Into<DeviceView<'a, T>>,
         bins: usize,
         lower: f32,
         upper: f32,
-        out: &mut DeviceSlice<C>,
+        out: impl Into<DeviceViewMut<'b, C>>,
         stream: &Stream,
     ) -> Result<()> {
         let plan = EvenBins::new(bins, lower, upper)?.plan(T::SAMPLE, C::WIDE);
-        self.enqueue_into::<T, C>(input, plan, out, stream)
+        self.enqueue_into::<T, C>(input.into(), plan, out.into(), stream)
     }
 
     /// Counts each byte value of `input`: 256 bins, bin `b` for byte `b` (the same as [`even`](Self::even)
@@ -288,8 +289,11 @@ impl DeviceHistogram {
     /// counts as fast as uniform data.
     ///
     /// Errors with [`Error::InvalidArgument`] when `C = u32` but `input` has more than `u32::MAX` bytes.
-    pub fn even_u8<C: Counter>(&mut self, input: &DeviceSlice<u8>) -> Result<Vec<C>> {
-        self.blocking::<u8, C>(input, Plan::bytes(C::WIDE))
+    pub fn even_u8<'a, C: Counter>(
+        &mut self,
+        input: impl Into<DeviceView<'a, u8>>,
+    ) -> Result<Vec<C>> {
+        self.blocking::<u8, C>(input.into(), Plan::bytes(C::WIDE))
     }
 
     /// Enqueues [`even_u8`](Self::even_u8) on `stream`, writing the counts to `out[..256]` (zeroed first), and
@@ -297,13 +301,13 @@ impl DeviceHistogram {
     ///
     /// # Safety
     /// As [`even_async`](Self::even_async).
-    pub unsafe fn even_u8_async<C: Counter>(
+    pub unsafe fn even_u8_async<'a, 'b, C: Counter>(
         &mut self,
-        input: &DeviceSlice<u8>,
-        out: &mut DeviceSlice<C>,
+        input: impl Into<DeviceView<'a, u8>>,
+        out: impl Into<DeviceViewMut<'b, C>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into::<u8, C>(input, Plan::bytes(C::WIDE), out, stream)
+        self.enqueue_into::<u8, C>(input.into(), Plan::bytes(C::WIDE), out.into(), stream)
     }
 
     /// Refuses `u32` counters for inputs whose bins could overflow them.
@@ -320,7 +324,7 @@ impl DeviceHistogram {
     /// Runs `plan` on the handle's stream into the handle's buffer and reads the counts back.
     fn blocking<T: DeviceCopy, C: Counter>(
         &mut self,
-        input: &DeviceSlice<T>,
+        input: DeviceView<'_, T>,
         plan: Plan,
     ) -> Result<Vec<C>> {
         Self::check_capacity::<C>(input.len())?;
@@ -332,7 +336,7 @@ impl DeviceHistogram {
         }
         let out = self.counts.as_device_ptr().as_raw();
         let stream = &self.stream;
-        let input = Span::of(input, "input")?;
+        let input = Span::of_view(input, "input")?;
         // SAFETY: `counts` holds at least `bins` u64, so room for `bins` counters of `C`; blocking work ends
         // before the buffer is reused or freed.
         unsafe {
@@ -346,9 +350,9 @@ impl DeviceHistogram {
 
     fn enqueue_into<T: DeviceCopy, C: Counter>(
         &self,
-        input: &DeviceSlice<T>,
+        input: DeviceView<'_, T>,
         plan: Plan,
-        out: &mut DeviceSlice<C>,
+        out: DeviceViewMut<'_, C>,
         stream: &Stream,
     ) -> Result<()> {
         if out.len() < plan.bins as usize {
@@ -359,8 +363,9 @@ impl DeviceHistogram {
             )));
         }
         Self::check_capacity::<C>(input.len())?;
-        let input = Span::of(input, "input")?;
-        let out = Span::of(out, "output")?;
+        let input = Span::of_view(input, "input")?;
+        let out = Span::of_view_mut(&out, "output")?;
+        input.disjoint(&out, "input", "output")?;
         self.gpu.make_current()?;
         // SAFETY: `out` is a live device slice of at least `bins` counters; the caller keeps it alive.
         unsafe {

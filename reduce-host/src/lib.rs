@@ -3,18 +3,25 @@
 //! counts samples in evenly spaced bins.
 //!
 //! ```no_run
-//! use cust::memory::DeviceBuffer;
-//! use reduce_host::DeviceReduce;
+//! use reduce_host::cust::memory::DeviceBuffer;
+//! use reduce_host::{DeviceReduce, DeviceView};
 //!
-//! let mut reduce = DeviceReduce::new()?; // loads the PTX for this GPU once
+//! let mut reduce = DeviceReduce::new()?; // opens GPU 0; kernels load on first use
 //! let x = DeviceBuffer::from_slice(&[1.0f32, 5.0, -2.0, 5.0])?;
 //! assert_eq!(reduce.sum(&x)?, 9.0);
 //! let m = reduce.argmax(&x)?.expect("non-empty");
 //! assert_eq!((m.index, m.value), (1, 5.0));
-//! // Any sub-slice works, aligned or not:
-//! assert_eq!(reduce.min(&x.index(1..))?, Some(-2.0));
+//! // Any sub-range works, aligned or not, and stays borrowed from `x`:
+//! assert_eq!(reduce.min(DeviceView::from(&x).slice(1..))?, Some(-2.0));
 //! # Ok::<(), reduce_host::Error>(())
 //! ```
+//!
+//! # Memory
+//! Handles take [`DeviceView`]s (read) and [`DeviceViewMut`]s (write), which borrow the buffers they
+//! describe: `&buffer` and `&mut buffer` convert to them, and `.slice(..)` keeps the borrow. Safe code
+//! therefore cannot pass freed memory, and an output that overlaps an input of the same call is an
+//! [`Error::InvalidArgument`]. Memory the crate cannot see (cust's lifetime-free `DeviceSlice`, raw
+//! addresses) goes through their `unsafe` constructors.
 //!
 //! # Element types
 //! f32, f64, [`F16`], [`BF16`], i32, u32, i64, u64 and u8, for every operation. Sums of f16/bf16 return f32,
@@ -59,6 +66,7 @@ pub mod seed;
 pub mod select;
 mod testing;
 mod tuning;
+mod view;
 
 /// The `cust` this crate is built on: use its `DeviceBuffer`, `DeviceSlice` and streams with the handles, so
 /// your crate need not match its version by hand (`use reduce_host::cust::memory::DeviceBuffer;`).
@@ -77,3 +85,4 @@ pub use select::{
 #[doc(hidden)]
 pub use testing::LaneWord;
 pub use tuning::Policy;
+pub use view::{DeviceView, DeviceViewMut};

@@ -1,6 +1,6 @@
 //! [`DeviceReduce`]: the reusable handle for sum, max, min, argmax and argmin; the launches are in
 //! [`crate::dispatch::reduce`].
-use cust::memory::{DeviceCopy, DeviceSlice};
+use cust::memory::DeviceCopy;
 use cust::stream::Stream;
 use reduce_contract::Op;
 
@@ -11,6 +11,7 @@ use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::tuning::{self, Policy};
+use crate::view::{DeviceView, DeviceViewMut};
 
 /// How the per-block partials of a device-wide reduction are combined.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -129,36 +130,55 @@ impl DeviceReduce {
     /// and bf16 too, widened) by a fixed tree: with every strategy but [`Combine::Atomic`] the bits
     /// are the same on every run. Integers are summed in i64/u64 and **wrap** on overflow (the result is the
     /// exact sum modulo 2^64), the same with every strategy.
-    pub fn sum<T: SumElement>(&mut self, input: &DeviceSlice<T>) -> Result<T::Acc> {
-        self.blocking(Op::Sum, input)
+    pub fn sum<'a, T: SumElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+    ) -> Result<T::Acc> {
+        self.blocking(Op::Sum, input.into())
     }
 
     /// Greatest element, `None` for an empty slice. If any element is NaN the result is NaN; -0.0 and +0.0
     /// compare equal.
-    pub fn max<T: OrdElement>(&mut self, input: &DeviceSlice<T>) -> Result<Option<T>> {
+    pub fn max<'a, T: OrdElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+    ) -> Result<Option<T>> {
+        let input = input.into();
         Ok(self.blocking(Op::Max, input)?).map(|v: T| (!input.is_empty()).then_some(v))
     }
 
     /// Least element, `None` for an empty slice. NaN propagates as for [`max`](Self::max).
-    pub fn min<T: OrdElement>(&mut self, input: &DeviceSlice<T>) -> Result<Option<T>> {
+    pub fn min<'a, T: OrdElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+    ) -> Result<Option<T>> {
+        let input = input.into();
         Ok(self.blocking(Op::Min, input)?).map(|v: T| (!input.is_empty()).then_some(v))
     }
 
     /// Index and value of the greatest element, `None` for an empty slice. Ties go to the smallest index;
     /// if any element is NaN the result is the first NaN; -0.0 and +0.0 compare equal.
-    pub fn argmax<T: OrdElement>(&mut self, input: &DeviceSlice<T>) -> Result<Option<Indexed<T>>>
+    pub fn argmax<'a, T: OrdElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+    ) -> Result<Option<Indexed<T>>>
     where
         Indexed<T>: Default,
     {
+        let input = input.into();
         Ok(self.blocking(Op::ArgMax, input)?).map(|v| (!input.is_empty()).then_some(v))
     }
 
     /// Index and value of the least element, `None` for an empty slice. Same rules as
     /// [`argmax`](Self::argmax).
-    pub fn argmin<T: OrdElement>(&mut self, input: &DeviceSlice<T>) -> Result<Option<Indexed<T>>>
+    pub fn argmin<'a, T: OrdElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+    ) -> Result<Option<Indexed<T>>>
     where
         Indexed<T>: Default,
     {
+        let input = input.into();
         Ok(self.blocking(Op::ArgMin, input)?).map(|v| (!input.is_empty()).then_some(v))
     }
 
@@ -166,13 +186,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// `input` and `out` must stay allocated, and `input` unmodified, until `stream` has passed this work.
-    pub unsafe fn sum_async<T: SumElement>(
+    pub unsafe fn sum_async<'a, 'b, T: SumElement>(
         &mut self,
-        input: &DeviceSlice<T>,
-        out: &mut DeviceSlice<T::Acc>,
+        input: impl Into<DeviceView<'a, T>>,
+        out: impl Into<DeviceViewMut<'b, T::Acc>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(Op::Sum, input, out, stream)
+        self.enqueue_into(Op::Sum, input.into(), out.into(), stream)
     }
 
     /// Enqueues the max of `input` into `out[0]`; an empty input writes the identity (−∞, or `MIN` for
@@ -180,13 +200,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn max_async<T: OrdElement>(
+    pub unsafe fn max_async<'a, 'b, T: OrdElement>(
         &mut self,
-        input: &DeviceSlice<T>,
-        out: &mut DeviceSlice<T>,
+        input: impl Into<DeviceView<'a, T>>,
+        out: impl Into<DeviceViewMut<'b, T>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(Op::Max, input, out, stream)
+        self.enqueue_into(Op::Max, input.into(), out.into(), stream)
     }
 
     /// Enqueues the min of `input` into `out[0]`; an empty input writes the identity (+∞, or `MAX` for
@@ -194,13 +214,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn min_async<T: OrdElement>(
+    pub unsafe fn min_async<'a, 'b, T: OrdElement>(
         &mut self,
-        input: &DeviceSlice<T>,
-        out: &mut DeviceSlice<T>,
+        input: impl Into<DeviceView<'a, T>>,
+        out: impl Into<DeviceViewMut<'b, T>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(Op::Min, input, out, stream)
+        self.enqueue_into(Op::Min, input.into(), out.into(), stream)
     }
 
     /// Enqueues the argmax of `input` into `out[0]`; an empty input writes `{ value: −∞ (or MIN), index:
@@ -208,13 +228,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn argmax_async<T: OrdElement>(
+    pub unsafe fn argmax_async<'a, 'b, T: OrdElement>(
         &mut self,
-        input: &DeviceSlice<T>,
-        out: &mut DeviceSlice<Indexed<T>>,
+        input: impl Into<DeviceView<'a, T>>,
+        out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(Op::ArgMax, input, out, stream)
+        self.enqueue_into(Op::ArgMax, input.into(), out.into(), stream)
     }
 
     /// Enqueues the argmin of `input` into `out[0]`; an empty input writes `{ value: +∞ (or MAX), index:
@@ -222,20 +242,20 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn argmin_async<T: OrdElement>(
+    pub unsafe fn argmin_async<'a, 'b, T: OrdElement>(
         &mut self,
-        input: &DeviceSlice<T>,
-        out: &mut DeviceSlice<Indexed<T>>,
+        input: impl Into<DeviceView<'a, T>>,
+        out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(Op::ArgMin, input, out, stream)
+        self.enqueue_into(Op::ArgMin, input.into(), out.into(), stream)
     }
 
     /// Runs `op` over `input` on the handle's stream and reads the accumulator back.
     fn blocking<T: Element, Acc: DeviceCopy + Default>(
         &mut self,
         op: Op,
-        input: &DeviceSlice<T>,
+        input: DeviceView<'_, T>,
     ) -> Result<Acc> {
         self.make_current()?;
         let out = self.scratch.result.as_device_ptr().as_raw();
@@ -247,8 +267,8 @@ impl DeviceReduce {
     fn enqueue_into<T: Element, Acc: DeviceCopy>(
         &mut self,
         op: Op,
-        input: &DeviceSlice<T>,
-        out: &mut DeviceSlice<Acc>,
+        input: DeviceView<'_, T>,
+        out: DeviceViewMut<'_, Acc>,
         stream: &Stream,
     ) -> Result<()> {
         if out.is_empty() {
@@ -256,7 +276,8 @@ impl DeviceReduce {
                 "the output slice must hold at least one element".into(),
             ));
         }
-        let out = Span::of(out, "output")?;
+        let out = Span::of_view(out.as_view().get(..1).expect("not empty"), "output")?;
+        Span::of_view(input, "input")?.disjoint(&out, "input", "output")?;
         self.make_current()?;
         self.enqueue::<T, Acc>(op, input, out.as_mut_ptr(), Some(stream))
     }
@@ -264,16 +285,16 @@ impl DeviceReduce {
     fn enqueue<T: Element, Acc>(
         &mut self,
         op: Op,
-        input: &DeviceSlice<T>,
+        input: DeviceView<'_, T>,
         out: *mut Acc,
         stream: Option<&Stream>,
     ) -> Result<()> {
         let stream = stream.unwrap_or(&self.stream);
-        let input = Span::of(input, "input")?;
+        let input = Span::of_view(input, "input")?;
         let strategy = self
             .combine
             .resolve(input.len * std::mem::size_of::<T>() as u64);
-        // SAFETY: `input` is a live slice and `out` holds one `Acc` (the handle's result slot, or a
+        // SAFETY: `input` is a borrowed view and `out` holds one `Acc` (the handle's result slot, or a
         // non-empty slice the caller keeps alive until `stream` passes this work).
         unsafe {
             dispatch::reduce::enqueue(

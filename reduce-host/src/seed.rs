@@ -1,6 +1,6 @@
 //! The reduction chapter's teaching kernels v0–v5 (f32 sums), runnable for the bandwidth table in
 //! `cargo bench`. Production code wants [`DeviceReduce::sum`](crate::DeviceReduce::sum) instead.
-use cust::memory::{DeviceBuffer, DeviceSlice};
+use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
 use reduce_contract::layout::SEED_THREADS;
 
@@ -8,6 +8,7 @@ use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
+use crate::view::{DeviceView, DeviceViewMut};
 
 /// One step of the chapter's sum kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,7 +94,12 @@ impl SeedReduce {
     }
 
     /// The sum of `input` by `version` (blocking).
-    pub fn sum(&mut self, version: SeedVersion, input: &DeviceSlice<f32>) -> Result<f32> {
+    pub fn sum<'a>(
+        &mut self,
+        version: SeedVersion,
+        input: impl Into<DeviceView<'a, f32>>,
+    ) -> Result<f32> {
+        let input = input.into();
         self.reserve(version, input.len() as u64)?;
         let mut out = DeviceBuffer::<f32>::zeroed(1)?;
         let stream = self.gpu.stream()?;
@@ -110,16 +116,17 @@ impl SeedReduce {
     /// # Safety
     /// `input` and `out` must stay allocated and `input` unmodified until `stream` has passed this work; the
     /// handle's partials must not be in use by another stream's unfinished call.
-    pub unsafe fn sum_async(
+    pub unsafe fn sum_async<'a, 'b>(
         &mut self,
         version: SeedVersion,
-        input: &DeviceSlice<f32>,
-        out: &mut DeviceSlice<f32>,
+        input: impl Into<DeviceView<'a, f32>>,
+        out: impl Into<DeviceViewMut<'b, f32>>,
         stream: &Stream,
     ) -> Result<()> {
+        let (input, out) = (input.into(), out.into());
         let n = input.len() as u64;
         let grid = self.grid(version, n);
-        let input_ptr = input.as_device_ptr().as_raw();
+        let input_ptr = input.as_raw();
         if (self.partials.len() as u64) < grid || out.is_empty() {
             return Err(Error::InvalidArgument(
                 "call reserve() first, and pass a non-empty output".into(),
@@ -132,7 +139,8 @@ impl SeedReduce {
         }
         self.gpu.make_current()?;
         let input = Span::<f32>::from_raw(input_ptr, n, "input")?;
-        let out = Span::of(out, "output")?;
+        let out = Span::of_view_mut(&out, "output")?;
+        input.disjoint(&out, "input", "output")?;
         // SAFETY: the caller keeps `input` and `out` alive; `partials` holds `grid` f32 (checked above) and
         // is this handle's alone; v5's 16-byte alignment is checked above.
         unsafe {

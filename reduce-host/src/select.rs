@@ -1,6 +1,6 @@
 //! [`DeviceSelect`]: stream compaction — copy the elements that pass a test to the front of an output
 //! buffer and count them — unordered (warp-aggregated atomics) or stable (single pass, decoupled look-back).
-use cust::memory::{DeviceBuffer, DeviceSlice};
+use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
 use reduce_contract::Pred;
 
@@ -11,6 +11,7 @@ use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::tuning::{self, Policy};
+use crate::view::{DeviceView, DeviceViewMut};
 
 mod sealed {
     pub trait Sealed {}
@@ -147,35 +148,36 @@ impl DeviceSelect {
 
     /// Copies the elements of `input` that pass `pred` to `out[..count]` **in unspecified order** and
     /// returns `count`. `out` must hold at least `input.len()` elements.
-    pub fn select_if<T: SelectElement, P: Predicate<T>>(
+    pub fn select_if<'a, 'b, T: SelectElement, P: Predicate<T>>(
         &mut self,
-        input: &DeviceSlice<T>,
+        input: impl Into<DeviceView<'a, T>>,
         pred: P,
-        out: &mut DeviceSlice<T>,
+        out: impl Into<DeviceViewMut<'b, T>>,
     ) -> Result<u64> {
-        self.blocking(by_predicate(false, &pred), input, out)
+        self.blocking(by_predicate(false, &pred), input.into(), out.into())
     }
 
     /// Copies the elements of `input` that pass `pred` to `out[..count]` in input order and returns
     /// `count`. `out` must hold at least `input.len()` elements.
-    pub fn select_if_stable<T: SelectElement, P: Predicate<T>>(
+    pub fn select_if_stable<'a, 'b, T: SelectElement, P: Predicate<T>>(
         &mut self,
-        input: &DeviceSlice<T>,
+        input: impl Into<DeviceView<'a, T>>,
         pred: P,
-        out: &mut DeviceSlice<T>,
+        out: impl Into<DeviceViewMut<'b, T>>,
     ) -> Result<u64> {
-        self.blocking(by_predicate(true, &pred), input, out)
+        self.blocking(by_predicate(true, &pred), input.into(), out.into())
     }
 
     /// Copies `input[i]` for every `i` with `flags[i] != 0` to `out[..count]` in input order and returns
     /// `count`. `flags` must be as long as `input`, and `out` at least as long.
-    pub fn select_flagged<T: SelectElement>(
+    pub fn select_flagged<'a, 'b, T: SelectElement>(
         &mut self,
-        input: &DeviceSlice<T>,
-        flags: &DeviceSlice<u8>,
-        out: &mut DeviceSlice<T>,
+        input: impl Into<DeviceView<'a, T>>,
+        flags: impl Into<DeviceView<'a, u8>>,
+        out: impl Into<DeviceViewMut<'b, T>>,
     ) -> Result<u64> {
-        self.blocking(Self::flagged::<T>(input, flags)?, input, out)
+        let input = input.into();
+        self.blocking(Self::flagged::<T>(input, flags.into())?, input, out.into())
     }
 
     /// Enqueues [`select_if`](Self::select_if) on `stream`, with the count written to `count[0]`, and
@@ -184,15 +186,21 @@ impl DeviceSelect {
     /// # Safety
     /// `input`, `out` and `count` must stay allocated, `input` unmodified and `out`/`count` untouched by
     /// other work, until `stream` has passed this work.
-    pub unsafe fn select_if_async<T: SelectElement, P: Predicate<T>>(
+    pub unsafe fn select_if_async<'a, 'b, T: SelectElement, P: Predicate<T>>(
         &mut self,
-        input: &DeviceSlice<T>,
+        input: impl Into<DeviceView<'a, T>>,
         pred: P,
-        out: &mut DeviceSlice<T>,
-        count: &mut DeviceSlice<u64>,
+        out: impl Into<DeviceViewMut<'b, T>>,
+        count: impl Into<DeviceViewMut<'b, u64>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(by_predicate(false, &pred), input, out, count, stream)
+        self.enqueue_into(
+            by_predicate(false, &pred),
+            input.into(),
+            out.into(),
+            count.into(),
+            stream,
+        )
     }
 
     /// Enqueues [`select_if_stable`](Self::select_if_stable) on `stream`, with the count written to
@@ -200,15 +208,21 @@ impl DeviceSelect {
     ///
     /// # Safety
     /// As [`select_if_async`](Self::select_if_async).
-    pub unsafe fn select_if_stable_async<T: SelectElement, P: Predicate<T>>(
+    pub unsafe fn select_if_stable_async<'a, 'b, T: SelectElement, P: Predicate<T>>(
         &mut self,
-        input: &DeviceSlice<T>,
+        input: impl Into<DeviceView<'a, T>>,
         pred: P,
-        out: &mut DeviceSlice<T>,
-        count: &mut DeviceSlice<u64>,
+        out: impl Into<DeviceViewMut<'b, T>>,
+        count: impl Into<DeviceViewMut<'b, u64>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(by_predicate(true, &pred), input, out, count, stream)
+        self.enqueue_into(
+            by_predicate(true, &pred),
+            input.into(),
+            out.into(),
+            count.into(),
+            stream,
+        )
     }
 
     /// Enqueues [`select_flagged`](Self::select_flagged) on `stream`, with the count written to `count[0]`,
@@ -216,20 +230,22 @@ impl DeviceSelect {
     ///
     /// # Safety
     /// As [`select_if_async`](Self::select_if_async); `flags` too must stay allocated and unmodified.
-    pub unsafe fn select_flagged_async<T: SelectElement>(
+    pub unsafe fn select_flagged_async<'a, 'b, T: SelectElement>(
         &mut self,
-        input: &DeviceSlice<T>,
-        flags: &DeviceSlice<u8>,
-        out: &mut DeviceSlice<T>,
-        count: &mut DeviceSlice<u64>,
+        input: impl Into<DeviceView<'a, T>>,
+        flags: impl Into<DeviceView<'a, u8>>,
+        out: impl Into<DeviceViewMut<'b, T>>,
+        count: impl Into<DeviceViewMut<'b, u64>>,
         stream: &Stream,
     ) -> Result<()> {
-        self.enqueue_into(Self::flagged::<T>(input, flags)?, input, out, count, stream)
+        let input = input.into();
+        let selection = Self::flagged::<T>(input, flags.into())?;
+        self.enqueue_into(selection, input, out.into(), count.into(), stream)
     }
 
     fn flagged<T: SelectElement>(
-        input: &DeviceSlice<T>,
-        flags: &DeviceSlice<u8>,
+        input: DeviceView<'_, T>,
+        flags: DeviceView<'_, u8>,
     ) -> Result<Selection<T>> {
         if flags.len() != input.len() {
             return Err(Error::InvalidArgument(format!(
@@ -239,15 +255,15 @@ impl DeviceSelect {
             )));
         }
         Ok(Selection::Flagged {
-            flags: Span::of(flags, "flags")?,
+            flags: Span::of_view(flags, "flags")?,
         })
     }
 
     fn blocking<T: SelectElement>(
         &mut self,
         selection: Selection<T>,
-        input: &DeviceSlice<T>,
-        out: &mut DeviceSlice<T>,
+        input: DeviceView<'_, T>,
+        out: DeviceViewMut<'_, T>,
     ) -> Result<u64> {
         self.gpu.make_current()?;
         let count = self.count.as_device_ptr().as_raw();
@@ -259,9 +275,9 @@ impl DeviceSelect {
     fn enqueue_into<T: SelectElement>(
         &mut self,
         selection: Selection<T>,
-        input: &DeviceSlice<T>,
-        out: &mut DeviceSlice<T>,
-        count: &mut DeviceSlice<u64>,
+        input: DeviceView<'_, T>,
+        out: DeviceViewMut<'_, T>,
+        count: DeviceViewMut<'_, u64>,
         stream: &Stream,
     ) -> Result<()> {
         if count.is_empty() {
@@ -269,7 +285,13 @@ impl DeviceSelect {
                 "the count slice must hold at least one element".into(),
             ));
         }
-        let count = Span::of(count, "count")?;
+        let count = Span::of_view(count.as_view().get(..1).expect("not empty"), "count")?;
+        let input_span = Span::of_view(input, "input")?;
+        input_span.disjoint(&count, "input", "count")?;
+        Span::of_view_mut(&out, "output")?.disjoint(&count, "output", "count")?;
+        if let Selection::Flagged { flags } = &selection {
+            flags.disjoint(&count, "flags", "count")?;
+        }
         self.gpu.make_current()?;
         self.enqueue(selection, input, out, count.as_mut_ptr(), Some(stream))
     }
@@ -278,21 +300,25 @@ impl DeviceSelect {
     fn enqueue<T: SelectElement>(
         &mut self,
         selection: Selection<T>,
-        input: &DeviceSlice<T>,
-        out: &mut DeviceSlice<T>,
+        input: DeviceView<'_, T>,
+        out: DeviceViewMut<'_, T>,
         count: *mut u64,
         stream: Option<&Stream>,
     ) -> Result<()> {
         let stream = stream.unwrap_or(&self.stream);
-        let input = Span::of(input, "input")?;
-        let out = Span::of(out, "output")?;
+        let input = Span::of_view(input, "input")?;
+        let out = Span::of_view_mut(&out, "output")?;
+        input.disjoint(&out, "input", "output")?;
+        if let Selection::Flagged { flags } = &selection {
+            flags.disjoint(&out, "flags", "output")?;
+        }
         if out.len < input.len {
             return Err(Error::InvalidArgument(format!(
                 "the output holds {} elements; it must hold at least the input's {}",
                 out.len, input.len
             )));
         }
-        // SAFETY: `input` and `out` are live slices, `out` at least as long; `count` holds one u64 (the
+        // SAFETY: `input` and `out` are borrowed, disjoint views, `out` at least as long; `count` holds one u64 (the
         // handle's slot, or a non-empty slice the caller keeps alive until `stream` passes this work).
         unsafe {
             dispatch::select::enqueue(

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
-use reduce_host::Combine;
+use reduce_host::{Combine, DeviceViewMut};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
@@ -110,16 +110,17 @@ fn calls_captured_into_a_graph_replay_and_leave_the_handle_usable() {
     let buf = DeviceBuffer::from_slice(&host).unwrap();
     let want = reduce.sum(&buf).unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-    let out = DeviceBuffer::from_slice(&[0.0f32; 3]).unwrap();
+    let mut out = DeviceBuffer::from_slice(&[0.0f32; 3]).unwrap();
     let raw = stream.as_inner();
     let ok = sys::CUresult::CUDA_SUCCESS;
     // SAFETY (the raw graph calls): live handles; the graph and its executable are destroyed below.
     unsafe {
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
         assert_eq!(sys::cuStreamBeginCapture_v2(raw, mode), ok);
+        let mut outs = DeviceViewMut::from(&mut out);
         for k in 0..3 {
             reduce
-                .sum_async(&buf, &mut out.index(k..k + 1), &stream)
+                .sum_async(&buf, outs.slice_mut(k..k + 1), &stream)
                 .unwrap();
         }
         let mut graph = std::ptr::null_mut();
@@ -141,7 +142,8 @@ fn calls_captured_into_a_graph_replay_and_leave_the_handle_usable() {
     // Blocking calls on the handle's own stream after the capture: no wait on a captured event.
     assert_eq!(reduce.sum(&buf).unwrap().to_bits(), want.to_bits());
     // SAFETY: `buf` and `out` outlive the call, which the next blocking call orders after.
-    unsafe { reduce.sum_async(&buf, &mut out.index(0..1), &stream) }.unwrap();
+    unsafe { reduce.sum_async(&buf, DeviceViewMut::from(&mut out).slice_mut(0..1), &stream) }
+        .unwrap();
     assert_eq!(reduce.sum(&buf).unwrap().to_bits(), want.to_bits());
 }
 
@@ -157,12 +159,13 @@ fn streams_dropped_and_recreated_between_async_calls() {
     let want: f64 = host.iter().map(|&x| f64::from(x)).sum();
     let buf = DeviceBuffer::from_slice(&host).unwrap();
     let calls = 2_000;
-    let outs = DeviceBuffer::<f32>::zeroed(calls).unwrap();
+    let mut outs = DeviceBuffer::<f32>::zeroed(calls).unwrap();
+    let mut views = DeviceViewMut::from(&mut outs);
     for i in 0..calls {
         let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-        let mut out = outs.index(i..i + 1);
+        let out = views.slice_mut(i..i + 1);
         // SAFETY: `buf` and `outs` outlive the synchronize below; `out` is written by this call only.
-        unsafe { reduce.sum_async(&buf, &mut out, &stream).unwrap() };
+        unsafe { reduce.sum_async(&buf, out, &stream).unwrap() };
     }
     cust::context::CurrentContext::synchronize().unwrap();
     let mut got = vec![0.0f32; calls];

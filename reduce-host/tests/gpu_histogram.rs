@@ -6,7 +6,7 @@ use common::{max_n, rng};
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy};
 use cust::stream::{Stream, StreamFlags};
 use rand::Rng;
-use reduce_host::{BF16, Counter, DeviceHistogram, Error, F16, HistogramSample, cpu};
+use reduce_host::{BF16, Counter, DeviceHistogram, DeviceView, Error, F16, HistogramSample, cpu};
 
 const SIZES: [usize; 5] = [0, 1, 33, 1025, (1 << 20) + 3];
 // Bin counts that take 32, 8, 2 and 1 private copies per block (12288 is the most in shared memory), and
@@ -19,8 +19,9 @@ fn gpu() -> DeviceHistogram {
         .expect("GPU tests need a CUDA device (run them with --include-ignored only on a GPU)")
 }
 
-/// Uploads `data` after `offset` copies of `pad` and followed by a few more, so `buf.index(offset..)` starts
-/// at every misalignment; the pads fall in a counted bin, so reading one would change the counts.
+/// Uploads `data` after `offset` copies of `pad` and followed by a few more, so
+/// `DeviceView::from(&buf).slice(offset..)` starts at every misalignment; the pads fall in a counted bin, so
+/// reading one would change the counts.
 fn upload_at<T: DeviceCopy>(data: &[T], offset: usize, pad: T) -> DeviceBuffer<T> {
     let mut padded = vec![pad; offset];
     padded.extend_from_slice(data);
@@ -65,8 +66,8 @@ fn check_even<T: HistogramSample, C: Counter>(
     let want = cpu::histogram_even(host, bins, lower, upper).expect("valid range");
     for offset in 0..8 {
         let buf = upload_at(host, offset, pad);
-        let slice = buf.index(offset..offset + host.len());
-        let got: Vec<C> = hist.even(&slice, bins, lower, upper).expect("histogram");
+        let slice = DeviceView::from(&buf).slice(offset..offset + host.len());
+        let got: Vec<C> = hist.even(slice, bins, lower, upper).expect("histogram");
         check_counts(&got, &want, &format!("{what}, offset {offset}"));
     }
 }
@@ -219,10 +220,10 @@ fn large_inputs() {
     for bins in [256, 1000, 100000] {
         let want = cpu::histogram_even(&host, bins, 0.0, 1.0).unwrap();
         let buf = upload_at(&host, 3, 0.5);
-        let slice = buf.index(3..3 + n);
-        let got: Vec<u32> = hist.even(&slice, bins, 0.0, 1.0).unwrap();
+        let slice = DeviceView::from(&buf).slice(3..3 + n);
+        let got: Vec<u32> = hist.even(slice, bins, 0.0, 1.0).unwrap();
         check_counts(&got, &want, &format!("large f32 bins={bins}"));
-        let got: Vec<u64> = hist.even(&slice, bins, 0.0, 1.0).unwrap();
+        let got: Vec<u64> = hist.even(slice, bins, 0.0, 1.0).unwrap();
         check_counts(&got, &want, &format!("large f32 u64 bins={bins}"));
     }
     let h = to_bf16(&host);
@@ -270,12 +271,12 @@ fn bytes_fast_path_every_size_and_offset() {
             // 16 offsets: every misalignment of a 16-byte vector.
             for offset in 0..16 {
                 let buf = upload_at(host, offset, 0u8);
-                let slice = buf.index(offset..offset + n);
+                let slice = DeviceView::from(&buf).slice(offset..offset + n);
                 let what = format!("bytes {name} n={n} offset {offset}");
-                let got: Vec<u32> = hist.even_u8(&slice).expect("byte histogram");
+                let got: Vec<u32> = hist.even_u8(slice).expect("byte histogram");
                 check_counts(&got, &want, &what);
                 if offset % 5 == 0 {
-                    let got: Vec<u64> = hist.even_u8(&slice).expect("byte histogram");
+                    let got: Vec<u64> = hist.even_u8(slice).expect("byte histogram");
                     check_counts(&got, &want, &format!("{what}, u64"));
                 }
             }

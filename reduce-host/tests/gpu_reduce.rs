@@ -2,11 +2,11 @@
 mod common;
 
 use common::*;
-use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
+use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use rand::Rng;
 use reduce_host::Policy;
-use reduce_host::{Combine, Error, Indexed, cpu};
+use reduce_host::{Combine, DeviceView, DeviceViewMut, Error, Indexed, cpu};
 
 /// Every edge size, and the seed's 2^26 + 3 (within `max_n`).
 fn sizes() -> impl Iterator<Item = usize> {
@@ -53,8 +53,9 @@ fn all_equal_data_ties_go_to_index_zero() {
         let host = vec![0.75f32; n];
         check_offsets(&mut reduce, &host, &format!("all equal n={n}"));
         let buf = upload_at(&host, 0);
-        assert_eq!(reduce.argmax(&buf.index(..n)).unwrap().unwrap().index, 0);
-        assert_eq!(reduce.argmin(&buf.index(..n)).unwrap().unwrap().index, 0);
+        let slice = DeviceView::from(&buf).slice(..n);
+        assert_eq!(reduce.argmax(slice).unwrap().unwrap().index, 0);
+        assert_eq!(reduce.argmin(slice).unwrap().unwrap().index, 0);
     }
 }
 
@@ -97,13 +98,13 @@ fn signed_zeros_compare_equal() {
             .collect();
         check_offsets(&mut reduce, &host, &format!("signed zeros n={n}"));
         let buf = upload_at(&host, 0);
-        let slice = buf.index(..n);
+        let slice = DeviceView::from(&buf).slice(..n);
         assert_eq!(
-            reduce.argmax(&slice).unwrap().unwrap().index,
+            reduce.argmax(slice).unwrap().unwrap().index,
             0,
             "-0.0 at 0 ties +0.0"
         );
-        assert_eq!(reduce.max(&slice).unwrap(), Some(0.0));
+        assert_eq!(reduce.max(slice).unwrap(), Some(0.0));
     }
 }
 
@@ -112,16 +113,16 @@ fn signed_zeros_compare_equal() {
 fn empty_input_semantics() {
     let mut reduce = gpu();
     let buf = DeviceBuffer::from_slice(&[1.0f32]).unwrap();
-    let empty = buf.index(..0);
+    let empty = DeviceView::from(&buf).slice(..0);
     for combine in [Combine::TwoPass, Combine::LastBlock, Combine::Atomic] {
         reduce.set_combine(combine);
-        assert_eq!(reduce.sum(&empty).unwrap(), 0.0);
+        assert_eq!(reduce.sum(empty).unwrap(), 0.0);
     }
     reduce.set_combine(Combine::TwoPass);
-    assert_eq!(reduce.max(&empty).unwrap(), None);
-    assert_eq!(reduce.min(&empty).unwrap(), None);
-    assert_eq!(reduce.argmax(&empty).unwrap(), None);
-    assert_eq!(reduce.argmin(&empty).unwrap(), None);
+    assert_eq!(reduce.max(empty).unwrap(), None);
+    assert_eq!(reduce.min(empty).unwrap(), None);
+    assert_eq!(reduce.argmax(empty).unwrap(), None);
+    assert_eq!(reduce.argmin(empty).unwrap(), None);
 }
 
 #[test]
@@ -131,19 +132,19 @@ fn atomic_combine_refuses_non_sums_at_every_size() {
     reduce.set_combine(Combine::Atomic);
     for n in [0usize, 1, 1000, 1 << 20] {
         let buf = DeviceBuffer::from_slice(&vec![1.0f32; n.max(1)]).unwrap();
-        let slice = buf.index(..n);
+        let slice = DeviceView::from(&buf).slice(..n);
         assert!(
             matches!(
-                reduce.max(&slice),
+                reduce.max(slice),
                 Err(reduce_host::Error::InvalidArgument(_))
             ),
             "n = {n}"
         );
         assert!(matches!(
-            reduce.argmin(&slice),
+            reduce.argmin(slice),
             Err(reduce_host::Error::InvalidArgument(_))
         ));
-        assert_eq!(reduce.sum(&slice).unwrap(), n as f32);
+        assert_eq!(reduce.sum(slice).unwrap(), n as f32);
     }
 }
 
@@ -226,15 +227,42 @@ fn invalid_arguments_are_errors() {
     ));
 
     // A slice whose address is not a multiple of 4 (only possible through raw parts) is refused.
-    let raw = cust::memory::DevicePointer::<f32>::from_raw(buf.as_device_ptr().as_raw() + 2);
-    // SAFETY: never dereferenced: the call validates and refuses it.
-    let misaligned = unsafe { DeviceSlice::from_raw_parts(raw, 2) };
+    let raw = buf.as_device_ptr().as_raw() + 2;
+    // SAFETY: never dereferenced: the call validates the address and refuses it before any access.
+    let misaligned = unsafe { DeviceView::<f32>::from_raw_parts(raw, 2) };
     assert!(matches!(
-        reduce.sum(&misaligned),
+        reduce.sum(misaligned),
         Err(Error::InvalidArgument(_))
     ));
     // The handle still works afterwards.
     assert_eq!(reduce.sum(&buf).unwrap(), 6.0);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn overlapping_input_and_output_are_refused() -> Result<(), Error> {
+    let mut reduce = gpu();
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+    let mut b = DeviceBuffer::from_slice(&[1.0f32; 64])?;
+    let addr = DeviceViewMut::from(&mut b).as_raw();
+    // SAFETY: `b` is live; `out` (element 8) lies inside `input`, which safe code cannot express, and the
+    // call refuses the pair before any access to either.
+    let (input, out) = unsafe {
+        (
+            DeviceView::<f32>::from_raw_parts(addr, 64),
+            DeviceViewMut::<f32>::from_raw_parts(addr + 8 * size_of::<f32>() as u64, 1),
+        )
+    };
+    // SAFETY: refused before anything is enqueued.
+    let r = unsafe { reduce.sum_async(input, out, &stream) };
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    stream.synchronize()?;
+    // Nothing was written, and the handle still works.
+    let mut host = [0.0f32; 64];
+    b.copy_to(&mut host[..])?;
+    assert_eq!(host, [1.0; 64]);
+    assert_eq!(reduce.sum(&b)?, 64.0);
+    Ok(())
 }
 
 #[test]

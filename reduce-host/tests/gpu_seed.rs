@@ -4,8 +4,8 @@ mod common;
 
 use common::*;
 use cust::memory::DeviceBuffer;
-use reduce_host::Error;
 use reduce_host::seed::{SeedReduce, SeedVersion};
+use reduce_host::{DeviceView, Error};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
@@ -43,13 +43,14 @@ fn v5_refuses_a_misaligned_input() {
     let mut seed = SeedReduce::with_gpu(&gpu).unwrap();
     let buf = DeviceBuffer::from_slice(&random(100, 1)).unwrap();
     assert!(matches!(
-        seed.sum(SeedVersion::V5, &buf.index(1..)),
+        seed.sum(SeedVersion::V5, DeviceView::from(&buf).slice(1..)),
         Err(Error::InvalidArgument(_))
     ));
     // The scalar versions take any offset.
     let host = random(100, 1);
     check_sum(
-        seed.sum(SeedVersion::V3, &buf.index(1..)).unwrap(),
+        seed.sum(SeedVersion::V3, DeviceView::from(&buf).slice(1..))
+            .unwrap(),
         &host[1..],
         "v3 offset 1",
     );

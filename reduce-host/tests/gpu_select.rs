@@ -9,7 +9,8 @@ use cust::stream::{Stream, StreamFlags};
 use rand::Rng;
 use reduce_host::Policy;
 use reduce_host::{
-    DeviceSelect, Error, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
+    DeviceSelect, DeviceView, DeviceViewMut, Error, GreaterThan, IsFinite, LessThan, NonZero,
+    Predicate, SelectElement,
 };
 
 const SIZES: [usize; 12] = [
@@ -61,7 +62,7 @@ fn same_bits(got: &[f32], want: &[f32]) -> bool {
 enum Run<'a, P> {
     Unordered(P),
     Stable(P),
-    Flagged(&'a DeviceSlice<u8>),
+    Flagged(DeviceView<'a, u8>),
 }
 
 /// What a run must produce: the CPU filter's sequence, and its sorted bits for the unordered variant.
@@ -82,17 +83,18 @@ impl Expected {
 fn check<P: Predicate<f32>>(
     select: &mut DeviceSelect,
     run: Run<'_, P>,
-    input: &DeviceSlice<f32>,
+    input: DeviceView<'_, f32>,
     want: &Expected,
     what: &str,
 ) {
     let n = input.len();
-    let out = DeviceBuffer::from_slice(&vec![UNTOUCHED; n + 1]).expect("output");
-    let mut out_n = out.index(..n);
+    let mut out = DeviceBuffer::from_slice(&vec![UNTOUCHED; n + 1]).expect("output");
+    let mut out_view = DeviceViewMut::from(&mut out);
+    let out_n = out_view.slice_mut(..n);
     let (count, variant) = match run {
-        Run::Unordered(p) => (select.select_if(input, p, &mut out_n), "unordered"),
-        Run::Stable(p) => (select.select_if_stable(input, p, &mut out_n), "stable"),
-        Run::Flagged(f) => (select.select_flagged(input, f, &mut out_n), "flagged"),
+        Run::Unordered(p) => (select.select_if(input, p, out_n), "unordered"),
+        Run::Stable(p) => (select.select_if_stable(input, p, out_n), "stable"),
+        Run::Flagged(f) => (select.select_flagged(input, f, out_n), "flagged"),
     };
     let count = count.unwrap_or_else(|e| panic!("{what} {variant}: {e}"));
     assert_eq!(count, want.seq.len() as u64, "{what} {variant}: count");
@@ -149,19 +151,19 @@ fn check_offsets<P: Predicate<f32>>(
     );
     for offset in 0..8 {
         let buf = upload_at(host, offset);
-        let input = buf.index(offset..offset + host.len());
+        let input = DeviceView::from(&buf).slice(offset..offset + host.len());
         // Flags at their own offset too, so both arrays are misaligned in different ways.
         let mut padded = vec![1u8; offset];
         padded.extend_from_slice(&flags_host);
         let flags_buf = DeviceBuffer::from_slice(&padded).expect("flags");
-        let flags = flags_buf.index(offset..);
+        let flags = DeviceView::from(&flags_buf).slice(offset..);
         let what = format!("{what}, n = {}, offset {offset}", host.len());
-        check(select, Run::Unordered(pred), &input, &want, &what);
-        check(select, Run::Stable(pred), &input, &want, &what);
+        check(select, Run::Unordered(pred), input, &want, &what);
+        check(select, Run::Stable(pred), input, &want, &what);
         check(
             select,
-            Run::<P>::Flagged(&flags),
-            &input,
+            Run::<P>::Flagged(flags),
+            input,
             &flagged_want,
             &what,
         );
@@ -173,24 +175,22 @@ fn check_offsets<P: Predicate<f32>>(
 fn empty_input_selects_nothing() {
     let mut select = handle();
     let input = DeviceBuffer::from_slice(&[1.0f32]).unwrap();
-    let empty = input.index(..0);
+    let empty = DeviceView::from(&input).slice(..0);
     let flags = DeviceBuffer::from_slice(&[1u8]).unwrap();
     let mut out = DeviceBuffer::from_slice(&[UNTOUCHED]).unwrap();
     assert_eq!(
+        select.select_if(empty, GreaterThan(0.0), &mut out).unwrap(),
+        0
+    );
+    assert_eq!(
         select
-            .select_if(&empty, GreaterThan(0.0), &mut out)
+            .select_if_stable(empty, GreaterThan(0.0), &mut out)
             .unwrap(),
         0
     );
     assert_eq!(
         select
-            .select_if_stable(&empty, GreaterThan(0.0), &mut out)
-            .unwrap(),
-        0
-    );
-    assert_eq!(
-        select
-            .select_flagged(&empty, &flags.index(..0), &mut out)
+            .select_flagged(empty, DeviceView::from(&flags).slice(..0), &mut out)
             .unwrap(),
         0
     );
@@ -201,7 +201,7 @@ fn empty_input_selects_nothing() {
     // SAFETY: every buffer outlives the synchronize below.
     unsafe {
         select
-            .select_if_stable_async(&empty, GreaterThan(0.0), &mut out, &mut count, &stream)
+            .select_if_stable_async(empty, GreaterThan(0.0), &mut out, &mut count, &stream)
             .unwrap();
     }
     stream.synchronize().unwrap();
@@ -216,26 +216,26 @@ fn none_and_all_selected() {
         let host = random(n, n as u64);
         let (none, all) = (Expected::new(Vec::new()), Expected::new(host.clone()));
         let buf = upload_at(&host, 1);
-        let input = buf.index(1..1 + n);
+        let input = DeviceView::from(&buf).slice(1..1 + n);
         let zeros = DeviceBuffer::from_slice(&vec![0u8; n]).unwrap();
         let ones = DeviceBuffer::from_slice(&vec![1u8; n]).unwrap();
         let what = format!("n = {n}");
         let (low, high) = (GreaterThan(-2.0), GreaterThan(2.0));
-        check(&mut select, Run::Unordered(high), &input, &none, &what);
-        check(&mut select, Run::Stable(high), &input, &none, &what);
-        check(&mut select, Run::Unordered(low), &input, &all, &what);
-        check(&mut select, Run::Stable(low), &input, &all, &what);
+        check(&mut select, Run::Unordered(high), input, &none, &what);
+        check(&mut select, Run::Stable(high), input, &none, &what);
+        check(&mut select, Run::Unordered(low), input, &all, &what);
+        check(&mut select, Run::Stable(low), input, &all, &what);
         check(
             &mut select,
-            Run::<NonZero>::Flagged(&zeros),
-            &input,
+            Run::<NonZero>::Flagged(DeviceView::from(&zeros)),
+            input,
             &none,
             &what,
         );
         check(
             &mut select,
-            Run::<NonZero>::Flagged(&ones),
-            &input,
+            Run::<NonZero>::Flagged(DeviceView::from(&ones)),
+            input,
             &all,
             &what,
         );
@@ -322,32 +322,22 @@ fn async_variants_write_the_count_to_device_memory() {
     let mut outs: Vec<DeviceBuffer<f32>> = (0..3)
         .map(|_| DeviceBuffer::from_slice(&vec![UNTOUCHED; n]).unwrap())
         .collect();
-    let counts = DeviceBuffer::from_slice(&[u64::MAX; 3]).unwrap();
-    // SAFETY: inputs, outputs and counts outlive the synchronize below and nothing else touches them.
+    let mut counts = DeviceBuffer::from_slice(&[u64::MAX; 3]).unwrap();
+    // SAFETY: inputs, outputs and counts outlive the synchronize below and nothing else touches them; each
+    // call writes its own element of `counts`.
     unsafe {
         let [a, b, c] = &mut outs[..] else {
             unreachable!()
         };
+        let mut counts = DeviceViewMut::from(&mut counts);
         select
-            .select_if_async(
-                &input,
-                GreaterThan(0.5),
-                a,
-                &mut counts.index(0..1),
-                &stream,
-            )
+            .select_if_async(&input, GreaterThan(0.5), a, counts.slice_mut(0..1), &stream)
             .unwrap();
         select
-            .select_if_stable_async(
-                &input,
-                GreaterThan(0.5),
-                b,
-                &mut counts.index(1..2),
-                &stream,
-            )
+            .select_if_stable_async(&input, GreaterThan(0.5), b, counts.slice_mut(1..2), &stream)
             .unwrap();
         select
-            .select_flagged_async(&input, &flags, c, &mut counts.index(2..3), &stream)
+            .select_flagged_async(&input, &flags, c, counts.slice_mut(2..3), &stream)
             .unwrap();
     }
     stream.synchronize().unwrap();
@@ -395,30 +385,38 @@ fn bad_arguments_are_invalid_argument_errors() {
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{what}: {r:?}")
     };
     invalid(
-        select.select_if(&input, GreaterThan(0.0), &mut out.index(..63)),
+        select.select_if(
+            &input,
+            GreaterThan(0.0),
+            DeviceViewMut::from(&mut out).slice_mut(..63),
+        ),
         "short output, unordered",
     );
     invalid(
-        select.select_if_stable(&input, GreaterThan(0.0), &mut out.index(..63)),
+        select.select_if_stable(
+            &input,
+            GreaterThan(0.0),
+            DeviceViewMut::from(&mut out).slice_mut(..63),
+        ),
         "short output, stable",
     );
     invalid(
-        select.select_flagged(&input, &flags.index(..63), &mut out),
+        select.select_flagged(&input, DeviceView::from(&flags).slice(..63), &mut out),
         "short flags",
     );
     invalid(
-        select.select_flagged(&input.index(..63), &flags, &mut out),
+        select.select_flagged(DeviceView::from(&input).slice(..63), &flags, &mut out),
         "long flags",
     );
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-    let count = DeviceBuffer::from_slice(&[0u64]).unwrap();
+    let mut count = DeviceBuffer::from_slice(&[0u64]).unwrap();
     // SAFETY: nothing is enqueued: the call fails its checks first.
     let r = unsafe {
         select.select_if_async(
             &input,
             GreaterThan(0.0),
             &mut out,
-            &mut count.index(..0),
+            DeviceViewMut::from(&mut count).slice_mut(..0),
             &stream,
         )
     };
@@ -433,6 +431,38 @@ fn bad_arguments_are_invalid_argument_errors() {
             .unwrap(),
         64
     );
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn overlapping_input_and_output_are_refused() -> Result<(), Error> {
+    let mut select = handle();
+    let mut b = DeviceBuffer::from_slice(&[1.0f32; 64])?;
+    let addr = DeviceViewMut::from(&mut b).as_raw();
+    // SAFETY: `b` is live; the input and the output are the same 64 elements, which safe code cannot
+    // express, and the calls refuse them before any access to either.
+    let (input, out) = unsafe {
+        (
+            DeviceView::<f32>::from_raw_parts(addr, 64),
+            DeviceViewMut::<f32>::from_raw_parts(addr, 64),
+        )
+    };
+    let r = select.select_if(input, GreaterThan(0.0), out);
+    assert!(
+        matches!(r, Err(Error::InvalidArgument(_))),
+        "unordered: {r:?}"
+    );
+    // SAFETY: as above, a fresh exclusive view of the same memory for the stable variant.
+    let out = unsafe { DeviceViewMut::<f32>::from_raw_parts(addr, 64) };
+    let r = select.select_if_stable(input, GreaterThan(0.0), out);
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "stable: {r:?}");
+    // Nothing was written, and the handle still works.
+    let mut host = [0.0f32; 64];
+    b.copy_to(&mut host[..])?;
+    assert_eq!(host, [1.0; 64]);
+    let mut out = DeviceBuffer::from_slice(&[0.0f32; 64])?;
+    assert_eq!(select.select_if_stable(&b, GreaterThan(0.0), &mut out)?, 64);
+    Ok(())
 }
 
 /// Element types with compaction kernels (compile-time check of the public bound).

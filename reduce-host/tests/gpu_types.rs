@@ -7,7 +7,7 @@ use common::*;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use reduce_host::Policy;
-use reduce_host::{BF16, Combine, F16, Indexed};
+use reduce_host::{BF16, Combine, DeviceView, F16, Indexed};
 
 /// `#[test] fn <type>() { <check>::<T>() }` for each listed type, in a module named after the check.
 macro_rules! instantiate {
@@ -80,8 +80,9 @@ fn all_equal<T: TestElement>() {
         let host = vec![T::some_value(); n];
         check_offsets(&mut reduce, &host, &format!("all equal n={n}"));
         let buf = upload_at(&host, 0);
-        assert_eq!(reduce.argmax(&buf.index(..n)).unwrap().unwrap().index, 0);
-        assert_eq!(reduce.argmin(&buf.index(..n)).unwrap().unwrap().index, 0);
+        let slice = DeviceView::from(&buf).slice(..n);
+        assert_eq!(reduce.argmax(slice).unwrap().unwrap().index, 0);
+        assert_eq!(reduce.argmin(slice).unwrap().unwrap().index, 0);
     }
 }
 
@@ -107,20 +108,20 @@ fn specials<T: TestElement>() {
 fn empty_input<T: TestElement>() {
     let mut reduce = gpu();
     let buf = DeviceBuffer::from_slice(&[T::some_value()]).unwrap();
-    let empty = buf.index(..0);
+    let empty = DeviceView::from(&buf).slice(..0);
     for combine in [Combine::TwoPass, Combine::LastBlock, Combine::Atomic] {
         reduce.set_combine(combine);
-        let sum = reduce.sum(&empty).unwrap();
+        let sum = reduce.sum(empty).unwrap();
         assert!(
             T::sum_matches(sum, T::sum_want(&[])),
             "{combine:?}: {sum:?}"
         );
     }
     reduce.set_combine(Combine::TwoPass);
-    assert_eq!(reduce.max(&empty).unwrap(), None);
-    assert_eq!(reduce.min(&empty).unwrap(), None);
-    assert_eq!(reduce.argmax(&empty).unwrap(), None);
-    assert_eq!(reduce.argmin(&empty).unwrap(), None);
+    assert_eq!(reduce.max(empty).unwrap(), None);
+    assert_eq!(reduce.min(empty).unwrap(), None);
+    assert_eq!(reduce.argmax(empty).unwrap(), None);
+    assert_eq!(reduce.argmin(empty).unwrap(), None);
 }
 
 /// Odd block sizes and grids: the shared-memory slots of every accumulator size (2 to 16 bytes).
@@ -222,11 +223,11 @@ fn signed_zeros<T: FloatTest>() {
             .collect();
         check_offsets(&mut reduce, &host, &format!("signed zeros n={n}"));
         let buf = upload_at(&host, 0);
-        let slice = buf.index(..n);
-        assert_eq!(reduce.argmax(&slice).unwrap().unwrap().index, 0);
-        assert_eq!(reduce.argmin(&slice).unwrap().unwrap().index, 0);
+        let slice = DeviceView::from(&buf).slice(..n);
+        assert_eq!(reduce.argmax(slice).unwrap().unwrap().index, 0);
+        assert_eq!(reduce.argmin(slice).unwrap().unwrap().index, 0);
         assert!(same_value(
-            reduce.max(&slice).unwrap().unwrap(),
+            reduce.max(slice).unwrap().unwrap(),
             T::from_f32(0.0)
         ));
     }
@@ -240,7 +241,10 @@ fn subnormals<T: FloatTest>() {
         let host: Vec<T> = (0..n).map(|_| T::subnormal(&mut r)).collect();
         check_offsets(&mut reduce, &host, &format!("subnormals n={n}"));
         let buf = upload_at(&host, 0);
-        let max = reduce.max(&buf.index(..n)).unwrap().unwrap();
+        let max = reduce
+            .max(DeviceView::from(&buf).slice(..n))
+            .unwrap()
+            .unwrap();
         assert!(max != T::from_f32(0.0), "max {max:?} was flushed to zero");
     }
 }

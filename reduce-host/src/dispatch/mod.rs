@@ -9,7 +9,6 @@ pub(crate) mod select;
 
 use std::marker::PhantomData;
 
-use cust::memory::{DeviceCopy, DeviceSlice};
 use cust::stream::Stream;
 use reduce_contract::params::{
     HistogramParams, LaneParams, ReduceParams, SelectParams, SpinParams,
@@ -19,6 +18,7 @@ use reduce_contract::{Kernel, Module};
 use crate::driver::{self, Function, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
+use crate::view::{DeviceView, DeviceViewMut, overlap};
 
 /// A device slice as the dispatch sees it: its address and length.
 pub(crate) struct Span<T> {
@@ -34,14 +34,32 @@ impl<T> Clone for Span<T> {
 }
 impl<T> Copy for Span<T> {}
 
-impl<T: DeviceCopy> Span<T> {
-    /// The span of `slice`, checked: a non-empty slice must have a non-null address aligned to `T`.
-    pub fn of(slice: &DeviceSlice<T>, what: &str) -> Result<Self> {
-        Span::from_raw(slice.as_device_ptr().as_raw(), slice.len() as u64, what)
-    }
-}
-
 impl<T> Span<T> {
+    /// The span of `view`, checked: a non-empty view must have a non-null address aligned to `T`.
+    pub fn of_view(view: DeviceView<'_, T>, what: &str) -> Result<Self> {
+        Span::from_raw(view.as_raw(), view.len() as u64, what)
+    }
+
+    /// As [`of_view`](Self::of_view), for an exclusive view.
+    pub fn of_view_mut(view: &DeviceViewMut<'_, T>, what: &str) -> Result<Self> {
+        Span::from_raw(view.as_raw(), view.len() as u64, what)
+    }
+
+    /// Refuses two spans of one call that share a byte: an output must not alias an input (the kernels
+    /// read inputs through the non-coherent cache) or another output.
+    pub fn disjoint<U>(&self, other: &Span<U>, what: &str, other_what: &str) -> Result<()> {
+        let bytes = |ptr: u64, len: u64, size: usize| (ptr, len.saturating_mul(size as u64));
+        if overlap(
+            bytes(self.ptr, self.len, size_of::<T>()),
+            bytes(other.ptr, other.len, size_of::<U>()),
+        ) {
+            return Err(Error::InvalidArgument(format!(
+                "the {what} and the {other_what} overlap in device memory; they must be disjoint"
+            )));
+        }
+        Ok(())
+    }
+
     /// As [`of`](Self::of), from an address and a length.
     pub fn from_raw(ptr: u64, len: u64, what: &str) -> Result<Self> {
         let align = std::mem::align_of::<T>() as u64;

@@ -6,7 +6,7 @@ use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy, DeviceSlice};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use reduce_host::cpu::{self, RefElement};
-use reduce_host::{BF16, Combine, DeviceReduce, F16, OrdElement, SumElement};
+use reduce_host::{BF16, Combine, DeviceReduce, DeviceView, F16, OrdElement, SumElement};
 
 /// Why GPU tests are ignored by default.
 pub const NEEDS_GPU: &str = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine";
@@ -234,9 +234,9 @@ pub fn random(n: usize, seed: u64) -> Vec<f32> {
     random_of(n, seed)
 }
 
-/// Uploads `data` after `offset` leading pad elements, so `buf.index(offset..)` is a sub-slice at that
-/// element offset (misaligned for 16-byte loads unless `offset * size_of::<T>()` is a multiple of 16). Pads
-/// are extremes that would break every result if read.
+/// Uploads `data` after `offset` leading pad elements, so `DeviceView::from(&buf).slice(offset..)` is a
+/// sub-slice at that element offset (misaligned for 16-byte loads unless `offset * size_of::<T>()` is a
+/// multiple of 16). Pads are extremes that would break every result if read.
 pub fn upload_at<T: TestElement>(data: &[T], offset: usize) -> DeviceBuffer<T> {
     let (before, after) = T::pads();
     let mut padded = vec![before; offset];
@@ -288,7 +288,7 @@ impl<T: TestElement> Expected<T> {
 /// Runs all five reductions on `slice` and compares with the expected results.
 pub fn check_expected<T: TestElement>(
     reduce: &mut DeviceReduce,
-    slice: &DeviceSlice<T>,
+    slice: DeviceView<'_, T>,
     want: &Expected<T>,
     what: &str,
 ) {
@@ -331,7 +331,7 @@ pub fn check_expected<T: TestElement>(
 /// Runs all five reductions on `slice` (whose host copy is `host`) and compares with the CPU reference.
 pub fn check_all<T: TestElement>(
     reduce: &mut DeviceReduce,
-    slice: &DeviceSlice<T>,
+    slice: DeviceView<'_, T>,
     host: &[T],
     what: &str,
 ) {
@@ -357,19 +357,19 @@ pub fn check_offsets<T: TestElement>(reduce: &mut DeviceReduce, host: &[T], what
     let want = Expected::of(host);
     for offset in 0..(16 / size_of::<T>()).max(8) {
         let buf = upload_at(host, offset);
-        let slice = buf.index(offset..offset + host.len());
+        let slice = DeviceView::from(&buf).slice(offset..offset + host.len());
         for combine in [Combine::TwoPass, Combine::LastBlock] {
             reduce.set_combine(combine);
             check_expected(
                 reduce,
-                &slice,
+                slice,
                 &want,
                 &format!("{what}, offset {offset}, {combine:?}"),
             );
         }
         reduce.set_combine(Combine::Atomic);
         check_sum_want::<T>(
-            reduce.sum(&slice).expect("atomic sum"),
+            reduce.sum(slice).expect("atomic sum"),
             atomic_allowance(want.sum, reduce),
             &format!("{what}, offset {offset}, Atomic"),
         );

@@ -126,11 +126,19 @@ pub fn histogram_even<T: crate::HistogramSample>(
     lower: f32,
     upper: f32,
 ) -> crate::Result<Vec<u64>> {
-    let even = crate::EvenBins::new(bins, lower, upper)?;
+    // The arguments are checked as the device's are; the bins are computed here from CUB's formula
+    // (`ScaleTransform`: `(x - lower) * scale` with `scale = bins / (upper - lower)`, all in f32), written
+    // out again rather than through `EvenBins::bin`, so the reference does not share the code it checks.
+    crate::EvenBins::new(bins, lower, upper)?;
+    let scale = bins as f32 / (upper - lower);
     let mut counts = vec![0u64; bins];
     for x in samples {
-        if let Some(b) = even.bin(x.to_f32()) {
-            counts[b] += 1;
+        let x = x.to_f32();
+        if x >= lower && x < upper {
+            let product = (x - lower) * scale;
+            // Truncation toward zero; a product that rounds up to `bins` lands in the last bin.
+            let b = (product.trunc() as u64).min(bins as u64 - 1);
+            counts[b as usize] += 1;
         }
     }
     Ok(counts)

@@ -86,3 +86,6 @@ pub use select::{
 pub use testing::LaneWord;
 pub use tuning::Policy;
 pub use view::{DeviceView, DeviceViewMut};
+
+#[cfg(test)]
+mod properties;

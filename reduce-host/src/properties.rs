@@ -99,7 +99,7 @@ proptest! {
     fn policies_are_accepted_exactly_when_launchable(threads in 0u32..1100, finalize in 0u32..1100,
                                                      blocks_per_sm in 0u32..40) {
         let p = Policy { threads, blocks_per_sm, finalize_threads: finalize };
-        let block = |t: u32| t % 32 == 0 && (32..=1024).contains(&t);
+        let block = |t: u32| t.is_multiple_of(32) && (32..=1024).contains(&t);
         let ok = block(threads) && block(finalize) && (1..=MAX_BLOCKS_PER_SM).contains(&blocks_per_sm);
         prop_assert_eq!(p.check().is_ok(), ok);
     }

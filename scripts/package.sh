@@ -29,7 +29,11 @@ fi
 
 rm -rf reduce-host/prebuilt
 mkdir reduce-host/prebuilt
-cp "$out/images.rs" "$out"/*.bin reduce-host/prebuilt/
+cp "$out/images.rs" reduce-host/prebuilt/
+# Only the blobs the table includes.
+grep -o '"/[a-z0-9-]*\.bin"' "$out/images.rs" | tr -d '"/' | while read -r blob; do
+    cp "$out/$blob" reduce-host/prebuilt/
+done
 
 # prebuilt/ is ignored by git (it is a build product), hence --allow-dirty.
 cargo package -p reduce-contract -p reduce-host --allow-dirty

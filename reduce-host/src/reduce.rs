@@ -69,6 +69,14 @@ impl Combine {
 /// assert_eq!((best.index, best.value), (2, 7.5)); // ties go to the smallest index
 /// # Ok::<(), reduce_host::Error>(())
 /// ```
+///
+/// # Streams and CUDA graphs
+/// Async calls on different streams share the handle's scratch (partials, ticket) safely: each call waits
+/// on the previous call's completion event first. Calls captured into a CUDA graph are not tracked that way:
+/// a graph that holds calls of a handle must not run while other calls of that handle (or replays of
+/// another such graph) run, and must not be launched after the handle is dropped or after
+/// [`set_policy`](Self::set_policy) grows the partials, both of which free buffers the captured kernels
+/// point at.
 pub struct DeviceReduce {
     scratch: Scratch,
     stream: Stream,

@@ -103,6 +103,12 @@ impl Predicate<f32> for IsFinite {
 /// assert_eq!(&host[..kept as usize], &[0.5, 2.0, 3.5]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # Streams and CUDA graphs
+/// As for [`DeviceReduce`](crate::DeviceReduce): async calls on different streams are ordered on the
+/// handle's look-back scratch; a captured graph must not run beside other calls of the handle, and must not
+/// be launched after the handle is dropped or after a stable compaction of a larger input has grown the
+/// scratch.
 pub struct DeviceSelect {
     /// Where blocking calls have the count written.
     count: DeviceBuffer<u64>,

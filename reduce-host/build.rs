@@ -74,7 +74,7 @@ fn main() {
         }
         None => {
             println!(
-                "cargo:warning=ptxas not found (set PTXAS or CUDA_PATH, or run scripts/setup.sh): embedding PTX \
+                "cargo:warning=ptxas not found (set PTXAS or CUDA_PATH, or run `bash scripts/setup.sh`, which installs it unless SETUP_PTXAS=0): embedding PTX \
                  only. It works, but the driver JIT-compiles each kernel module the first time it is used \
                  (about 0.1 s per module, seconds in all), in every process that has no warm JIT cache."
             );

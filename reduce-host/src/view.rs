@@ -68,30 +68,6 @@ impl<T> Clone for DeviceView<'_, T> {
 }
 impl<T> Copy for DeviceView<'_, T> {}
 
-impl<T> std::fmt::Debug for DeviceView<'_, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "DeviceView({:#x}, {} × {})",
-            self.ptr,
-            self.len,
-            std::any::type_name::<T>()
-        )
-    }
-}
-
-impl<T> std::fmt::Debug for DeviceViewMut<'_, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "DeviceViewMut({:#x}, {} × {})",
-            self.ptr,
-            self.len,
-            std::any::type_name::<T>()
-        )
-    }
-}
-
 /// `range` of `0..len` as `start..end`, or `None` when it does not fit.
 fn bounds(range: impl RangeBounds<usize>, len: usize) -> Option<(usize, usize)> {
     let start = match range.start_bound() {
@@ -109,6 +85,13 @@ fn bounds(range: impl RangeBounds<usize>, len: usize) -> Option<(usize, usize)> 
 
 macro_rules! common {
     ($view:ident) => {
+        impl<T> std::fmt::Debug for $view<'_, T> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let (name, ty) = (stringify!($view), std::any::type_name::<T>());
+                write!(f, "{name}({:#x}, {} × {ty})", self.ptr, self.len)
+            }
+        }
+
         impl<'a, T> $view<'a, T> {
             /// A view of `len` elements at device address `ptr`.
             ///

@@ -15,6 +15,7 @@
 //! | [`lookback`] | decoupled look-back: the device-wide scan of per-tile counts in a single pass |
 //! | [`thread`] | one thread's grid-stride pass over a slice with 16-byte loads and unaligned head/tail |
 //! | [`device`] | device-wide kernel bodies: partials, the three ways to combine them |
+//! | [`reproducible`] | the reproducible sum: fixed chunks per warp, a fixed combine, f64/compensated accumulators |
 //! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
 //! | [`select`] | stream compaction: unordered (warp-aggregated atomics) and stable (look-back) |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |
@@ -81,6 +82,7 @@ pub mod half;
 pub mod histogram;
 pub mod lookback;
 pub mod op;
+pub mod reproducible;
 pub mod seed;
 pub mod select;
 pub mod shuffle;

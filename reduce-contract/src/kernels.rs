@@ -1,11 +1,12 @@
 //! Which kernels exist, what they are called, and which module each is loaded in.
 //!
 //! A module is the unit the host loads, on first use: the kernels of one `(operator, element)` pair, one
-//! histogram sample type, one compaction predicate, the seed chapter, or the test-only kernels. A program
+//! histogram sample type, one compaction predicate, the reproducible sum of one float type, the seed
+//! chapter, or the test-only kernels. A program
 //! that only sums f32 therefore loads (and, without a matching cubin, JIT-compiles) four kernels.
 //!
-//! The lists ([`reduce_pairs!`], [`histogram_samples!`], [`select_predicates!`], [`tile_test_primitives!`])
-//! are the single source: `kernels-gpu` passes its entry-generating macros to them, and the tables below
+//! The lists ([`reduce_pairs!`], [`histogram_samples!`], [`select_predicates!`], [`repro_elems!`],
+//! [`tile_test_primitives!`]) are the single source: `kernels-gpu` passes its entry-generating macros to them, and the tables below
 //! are generated from them too.
 use core::ffi::CStr;
 
@@ -52,6 +53,9 @@ macro_rules! kernel_name {
     (seed $version:ident) => {
         concat!("seed_", stringify!($version))
     };
+    (repro $kind:ident $ty:ident) => {
+        concat!("repro_", stringify!($kind), "_", stringify!($ty))
+    };
     (util $name:ident) => {
         concat!("util_", stringify!($name))
     };
@@ -79,6 +83,15 @@ macro_rules! reduce_pairs {
             sum u64, max u64, min u64, argmax u64, argmin u64,
             sum u8, max u8, min u8, argmax u8, argmin u8,
         }
+    };
+}
+
+/// Calls `$cb! { elem, ... }` with every element type of the reproducible sum, in [`Elem`] order (the
+/// floats, which lead it). Each has a `chunks` and a `combine` kernel ([`ReproKernel`]).
+#[macro_export]
+macro_rules! repro_elems {
+    ($cb:ident) => {
+        $cb! { f32, f64, f16, bf16 }
     };
 }
 
@@ -184,6 +197,9 @@ pub enum Module {
     Seed,
     /// Kernels only tests and benchmarks use: `util_spin`, `test_block_scan`, then the tile tests.
     Testing,
+    /// The reproducible sum of a float element (f32, f64, f16 or bf16): `chunks`, `combine`
+    /// ([`ReproKernel`] order).
+    ReproSum(Elem),
 }
 
 const OPS: usize = 5;
@@ -195,10 +211,12 @@ const SELECT_BASE: usize = BYTES_INDEX + 1;
 const FLAGGED_INDEX: usize = SELECT_BASE + 4;
 const SEED_INDEX: usize = FLAGGED_INDEX + 1;
 const TESTING_INDEX: usize = SEED_INDEX + 1;
+const REPRO_BASE: usize = TESTING_INDEX + 1;
+const REPRO_ELEMS: usize = 4;
 
 impl Module {
     /// How many modules there are: [`index`](Self::index) is below this.
-    pub const COUNT: usize = TESTING_INDEX + 1;
+    pub const COUNT: usize = REPRO_BASE + REPRO_ELEMS;
 
     /// A dense index in `0..COUNT`, the module's position in [`modules`].
     pub const fn index(self) -> usize {
@@ -210,6 +228,7 @@ impl Module {
             Module::SelectFlagged => FLAGGED_INDEX,
             Module::Seed => SEED_INDEX,
             Module::Testing => TESTING_INDEX,
+            Module::ReproSum(elem) => REPRO_BASE + elem as usize,
         }
     }
 
@@ -224,6 +243,7 @@ impl Module {
             Module::SelectFlagged => &SINGLES[1],
             Module::Seed => &SINGLES[2],
             Module::Testing => &SINGLES[3],
+            Module::ReproSum(..) => &REPRO[i - REPRO_BASE],
         }
     }
 
@@ -252,6 +272,7 @@ pub fn modules() -> impl Iterator<Item = &'static ModuleSpec> {
         .chain(&SINGLES[..1])
         .chain(&SELECT)
         .chain(&SINGLES[1..])
+        .chain(&REPRO)
 }
 
 /// A kernel: its module and its position there.
@@ -274,6 +295,15 @@ pub enum ReduceKernel {
     LastBlock,
     /// Single pass with atomic adds into a zeroed `out` (sums only).
     Atomic,
+}
+
+/// The kernels of a reproducible-sum module, in slot order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReproKernel {
+    /// One partial per chunk of the input ([`crate::params::ReproParams`]: `input`, `n`, `partials`).
+    Chunks,
+    /// One block combining `count` partials into `out`.
+    Combine,
 }
 
 /// The kernels of a histogram module, in slot order.
@@ -303,6 +333,14 @@ impl Kernel {
     pub const fn reduce(op: Op, elem: Elem, kernel: ReduceKernel) -> Kernel {
         Kernel {
             module: Module::Reduce(op, elem),
+            slot: kernel as u8,
+        }
+    }
+
+    /// A reproducible-sum kernel; `elem` must be a float (f32, f64, f16, bf16).
+    pub const fn repro(elem: Elem, kernel: ReproKernel) -> Kernel {
+        Kernel {
+            module: Module::ReproSum(elem),
             slot: kernel as u8,
         }
     }
@@ -527,6 +565,17 @@ macro_rules! testing_kernels {
     };
 }
 
+macro_rules! repro_table {
+    ($($ty:ident),* $(,)?) => {
+        static REPRO: [ModuleSpec; REPRO_ELEMS] = [$(ModuleSpec {
+            module: Module::ReproSum(elem!($ty)),
+            name: concat!("repro_sum_", stringify!($ty)),
+            kernels: &[name!(repro chunks $ty), name!(repro combine $ty)],
+        }),*];
+    };
+}
+repro_elems!(repro_table);
+
 /// The modules that are not one of a family's many: bytes, flagged, seed, testing.
 static SINGLES: [ModuleSpec; 4] = [
     ModuleSpec {
@@ -579,5 +628,13 @@ const _: () = {
     assert!(SINGLES[1].module.index() == FLAGGED_INDEX);
     assert!(SINGLES[2].module.index() == SEED_INDEX);
     assert!(SINGLES[3].module.index() == TESTING_INDEX);
-    assert!(REDUCE.len() + HISTOGRAM.len() + SELECT.len() + SINGLES.len() == Module::COUNT);
+    let mut i = 0;
+    while i < REPRO.len() {
+        assert!(REPRO[i].module.index() == REPRO_BASE + i);
+        i += 1;
+    }
+    assert!(
+        REDUCE.len() + HISTOGRAM.len() + SELECT.len() + SINGLES.len() + REPRO.len()
+            == Module::COUNT
+    );
 };

@@ -50,6 +50,7 @@
 
 #[doc(hidden)]
 pub mod cpu;
+mod determinism;
 mod dispatch;
 mod driver;
 mod element;
@@ -72,6 +73,7 @@ mod view;
 /// your crate need not match its version by hand (`use reduce_host::cust::memory::DeviceBuffer;`).
 pub use cust;
 
+pub use determinism::Determinism;
 pub use element::{Element, Indexed, OrdElement, SumElement};
 pub use error::{DriverError, Error, Result};
 pub use gpu::{DeviceInfo, Gpu};

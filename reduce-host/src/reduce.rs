@@ -4,7 +4,9 @@ use cust::memory::DeviceCopy;
 use cust::stream::Stream;
 use reduce_contract::Op;
 
+use crate::determinism::Determinism;
 use crate::dispatch::reduce::{Scratch, Strategy};
+use crate::dispatch::reproducible::ReproScratch;
 use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
@@ -75,13 +77,18 @@ impl Combine {
 /// on the previous call's completion event first. Calls captured into a CUDA graph are not tracked that way:
 /// a graph that holds calls of a handle must not run while other calls of that handle (or replays of
 /// another such graph) run, and must not be launched after the handle is dropped or after
-/// [`set_policy`](Self::set_policy) grows the partials, both of which free buffers the captured kernels
-/// point at.
+/// [`set_policy`](Self::set_policy) grows the partials, or after a [`Determinism::GpuToGpu`] sum of an input
+/// longer than any before grows its chunk partials: all of these free buffers the captured kernels point
+/// at.
 pub struct DeviceReduce {
     scratch: Scratch,
     stream: Stream,
     policy: Policy,
     combine: Combine,
+    determinism: Determinism,
+    repro: ReproScratch,
+    /// A test's cap on the reproducible chunk kernel's grid.
+    repro_grid: Option<u32>,
     // Declared last: the context outlives the buffers and stream above.
     gpu: Gpu,
 }
@@ -99,6 +106,9 @@ impl DeviceReduce {
             stream,
             policy,
             combine: Combine::default(),
+            determinism: Determinism::default(),
+            repro: ReproScratch::new()?,
+            repro_grid: None,
             gpu: gpu.clone(),
         })
     }
@@ -111,6 +121,25 @@ impl DeviceReduce {
     /// Chooses how block partials are combined for the following calls.
     pub fn set_combine(&mut self, combine: Combine) {
         self.combine = combine;
+    }
+
+    /// The bit-reproducibility of float sums ([`Determinism::RunToRun`] unless set).
+    pub fn determinism(&self) -> Determinism {
+        self.determinism
+    }
+
+    /// Chooses the bit-reproducibility of the following float sums (`sum` and `sum_async`):
+    /// [`Determinism::GpuToGpu`] gives bits that depend only on the values and their order, with the error
+    /// bound its documentation states.
+    pub fn set_determinism(&mut self, determinism: Determinism) {
+        self.determinism = determinism;
+    }
+
+    /// Caps the grid of the reproducible sum's chunk kernel at `blocks` (`None`: one resident wave), so
+    /// tests can check that the grid does not change the bits.
+    #[doc(hidden)]
+    pub fn set_reproducible_grid(&mut self, blocks: Option<u32>) {
+        self.repro_grid = blocks;
     }
 
     /// The launch policy in use (from the tuning table for this device unless set).
@@ -136,7 +165,8 @@ impl DeviceReduce {
 
     /// Sum of the elements; 0 for an empty slice, returned in [`SumElement::Acc`]. f32 is summed in f32 (f16
     /// and bf16 too, widened) by a fixed tree: with every strategy but [`Combine::Atomic`] the bits
-    /// are the same on every run. Integers are summed in i64/u64 and **wrap** on overflow (the result is the
+    /// are the same on every run. With [`Determinism::GpuToGpu`] float sums take the reproducible
+    /// algorithm instead (f64 accumulation, bits independent of the GPU and the launch; see there). Integers are summed in i64/u64 and **wrap** on overflow (the result is the
     /// exact sum modulo 2^64), the same with every strategy.
     pub fn sum<'a, T: SumElement>(
         &mut self,
@@ -299,6 +329,20 @@ impl DeviceReduce {
     ) -> Result<()> {
         let stream = stream.unwrap_or(&self.stream);
         let input = Span::of_view(input, "input")?;
+        if op == Op::Sum && self.determinism.reproducible_sum(T::ELEM) {
+            // SAFETY: as below; for a float sum `Acc` is the f32 or f64 result the kernels write.
+            return unsafe {
+                dispatch::reproducible::enqueue(
+                    &self.gpu,
+                    &mut self.repro,
+                    (&self.policy, self.repro_grid),
+                    T::ELEM,
+                    input,
+                    out,
+                    stream,
+                )
+            };
+        }
         let strategy = self
             .combine
             .resolve(input.len * std::mem::size_of::<T>() as u64);
@@ -326,6 +370,7 @@ impl Drop for DeviceReduce {
         let _ = self.gpu.make_current();
         // Async calls may still be using the scratch on any stream: wait for the last use before it is freed.
         let _ = self.scratch.wait_idle();
+        let _ = self.repro.wait_idle();
     }
 }
 

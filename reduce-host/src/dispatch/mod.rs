@@ -4,6 +4,7 @@
 //! and present results.
 pub(crate) mod histogram;
 pub(crate) mod reduce;
+pub(crate) mod reproducible;
 pub(crate) mod seed;
 pub(crate) mod select;
 
@@ -11,7 +12,7 @@ use std::marker::PhantomData;
 
 use cust::stream::Stream;
 use reduce_contract::params::{
-    HistogramParams, LaneParams, ReduceParams, SelectParams, SpinParams,
+    HistogramParams, LaneParams, ReduceParams, ReproParams, SelectParams, SpinParams,
 };
 use reduce_contract::{Kernel, Module};
 
@@ -110,6 +111,7 @@ macro_rules! params {
 }
 params! {
     [In, Acc] ReduceParams<In, Acc> => (Module::Reduce(..) | Module::Seed);
+    [In, Acc, Out] ReproParams<In, Acc, Out> => (Module::ReproSum(_));
     [T, C] HistogramParams<T, C> => (Module::Histogram(_) | Module::HistogramBytes);
     [T] SelectParams<T> => (Module::Select(_) | Module::SelectFlagged);
     [X] LaneParams<X> => (Module::Testing);

@@ -41,7 +41,7 @@ fn run() -> Result<bool, support::BoxError> {
     let small = Policy {
         threads: 64,
         blocks_per_sm: 1,
-        finalize_threads: 96,
+        ..tuned
     };
     let want = cpu::sum_reproducible(&host);
     let info = reduce.device_info();

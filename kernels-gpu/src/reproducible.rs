@@ -204,18 +204,19 @@ pub unsafe fn combine<E: ReproElement>(partials: *const E::Acc, count: u64, out:
     while v < COMBINE_LANES {
         let mut a = E::Acc::ZERO;
         let mut i = v as u64;
-        // Four loads in flight, merged in index order.
-        while i + 3 * stride < count {
-            let mut x = [const { MaybeUninit::<E::Acc>::uninit() }; 4];
-            unroll!(K in [0, 1, 2, 3] {
+        // Eight loads in flight, merged in index order: the partials sit in L2, and the block's threads
+        // wait out its latency a few times rather than once per partial.
+        while i + 7 * stride < count {
+            let mut x = [const { MaybeUninit::<E::Acc>::uninit() }; 8];
+            unroll!(K in [0, 1, 2, 3, 4, 5, 6, 7] {
                 // SAFETY: i + K · stride < count.
                 x[K].write(unsafe { partials.add((i + K as u64 * stride) as usize).read() });
             });
-            unroll!(K in [0, 1, 2, 3] {
+            unroll!(K in [0, 1, 2, 3, 4, 5, 6, 7] {
                 // SAFETY: written just above.
                 a = a.merge(unsafe { x[K].assume_init() });
             });
-            i += 4 * stride;
+            i += 8 * stride;
         }
         while i < count {
             // SAFETY: i < count.

@@ -6,7 +6,7 @@ use reduce_contract::Op;
 
 use crate::determinism::Determinism;
 use crate::dispatch::reduce::{Scratch, Strategy};
-use crate::dispatch::reproducible::ReproScratch;
+use crate::dispatch::reproducible::{ReproScratch, ReproShape};
 use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
@@ -87,8 +87,8 @@ pub struct DeviceReduce {
     combine: Combine,
     determinism: Determinism,
     repro: ReproScratch,
-    /// A test's cap on the reproducible chunk kernel's grid.
-    repro_grid: Option<u32>,
+    /// A test's override of the reproducible sum's launch shape.
+    repro_shape: ReproShape,
     // Declared last: the context outlives the buffers and stream above.
     gpu: Gpu,
 }
@@ -108,7 +108,7 @@ impl DeviceReduce {
             combine: Combine::default(),
             determinism: Determinism::default(),
             repro: ReproScratch::new()?,
-            repro_grid: None,
+            repro_shape: ReproShape::default(),
             gpu: gpu.clone(),
         })
     }
@@ -135,11 +135,26 @@ impl DeviceReduce {
         self.determinism = determinism;
     }
 
-    /// Caps the grid of the reproducible sum's chunk kernel at `blocks` (`None`: one resident wave), so
-    /// tests can check that the grid does not change the bits.
+    /// Forces the reproducible sum's launch shape, so tests can check that it does not change the bits:
+    /// the chunk kernel's grid capped at `max_grid` blocks (`None`: one resident wave; its block size is
+    /// the policy's `threads`), and the combine's block of `combine_threads` (a multiple of 32 in 32..=1024;
+    /// `None`: 1024).
     #[doc(hidden)]
-    pub fn set_reproducible_grid(&mut self, blocks: Option<u32>) {
-        self.repro_grid = blocks;
+    pub fn set_reproducible_shape(
+        &mut self,
+        max_grid: Option<u32>,
+        combine_threads: Option<u32>,
+    ) -> Result<()> {
+        if combine_threads.is_some_and(|t| !t.is_multiple_of(32) || !(32..=1024).contains(&t)) {
+            return Err(Error::InvalidArgument(format!(
+                "combine_threads {combine_threads:?} must be a multiple of 32 in 32..=1024"
+            )));
+        }
+        self.repro_shape = ReproShape {
+            max_grid,
+            combine_threads,
+        };
+        Ok(())
     }
 
     /// The launch policy in use (from the tuning table for this device unless set).
@@ -335,7 +350,7 @@ impl DeviceReduce {
                 dispatch::reproducible::enqueue(
                     &self.gpu,
                     &mut self.repro,
-                    (&self.policy, self.repro_grid),
+                    (&self.policy, self.repro_shape),
                     T::ELEM,
                     input,
                     out,

@@ -145,26 +145,28 @@ fn shapes_offsets_streams<T: Repro>(n: usize) {
     let buf = DeviceBuffer::from_slice(&host).unwrap();
     let default = reduce.policy();
     for threads in [32, 64, 96, 256, 1024] {
-        for (finalize_threads, blocks_per_sm) in [(32, 1), (96, 3), (256, 8), (1024, 32)] {
+        for (combine_threads, blocks_per_sm) in [(32, 1), (96, 3), (256, 8), (1024, 32)] {
             for grid in [Some(1), Some(7), None] {
                 reduce
                     .set_policy(Policy {
                         threads,
                         blocks_per_sm,
-                        finalize_threads,
+                        ..default
                     })
                     .unwrap();
-                reduce.set_reproducible_grid(grid);
+                reduce
+                    .set_reproducible_shape(grid, Some(combine_threads))
+                    .unwrap();
                 let got = T::bits(reduce.sum(&buf).unwrap());
                 assert_eq!(
                     got, want,
-                    "{what} n={n} threads {threads}, finalize {finalize_threads}, {blocks_per_sm}/SM, grid {grid:?}"
+                    "{what} n={n} threads {threads}, combine {combine_threads}, {blocks_per_sm}/SM, grid {grid:?}"
                 );
             }
         }
     }
     reduce.set_policy(default).unwrap();
-    reduce.set_reproducible_grid(None);
+    reduce.set_reproducible_shape(None, None).unwrap();
     for offset in 0..16 {
         let padded = upload_at(&host, offset);
         let slice = DeviceView::from(&padded).slice(offset..offset + n);

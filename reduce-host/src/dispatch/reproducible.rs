@@ -1,5 +1,6 @@
 //! The reproducible sum's launches: one warp per chunk, then a one-block combine. The grid and both block
-//! sizes are free (they come from the policy and the kernel's registers): the kernels' arithmetic does not
+//! sizes are free (the chunk kernel's come from the policy, the combine's from
+//! [`REPRO_COMBINE_THREADS`], both fitted to the kernel's registers): the kernels' arithmetic does not
 //! depend on them (see `reduce_contract::reproducible`).
 use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
@@ -13,7 +14,16 @@ use crate::driver::Launch;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
-use crate::tuning::Policy;
+use crate::tuning::{Policy, REPRO_COMBINE_THREADS};
+
+/// A test's override of the launch shape; `None` fields keep the default. No field changes the bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReproShape {
+    /// Most blocks of the chunk kernel (default: one resident wave).
+    pub max_grid: Option<u32>,
+    /// Threads of the combine block (default [`REPRO_COMBINE_THREADS`]).
+    pub combine_threads: Option<u32>,
+}
 
 /// Bytes of one chunk partial, whatever the element type (an f64, or a compensated pair of them).
 const PARTIAL_BYTES: u64 = 16;
@@ -79,7 +89,7 @@ fn chunk_grid(chunks: u64, block: u32, wave: u32, max_grid: Option<u32>) -> u32 
 pub(crate) unsafe fn enqueue<T, Out>(
     gpu: &Gpu,
     scratch: &mut ReproScratch,
-    (policy, max_grid): (&Policy, Option<u32>),
+    (policy, shape): (&Policy, ReproShape),
     elem: Elem,
     input: Span<T>,
     out: *mut Out,
@@ -109,11 +119,12 @@ pub(crate) unsafe fn enqueue<T, Out>(
             let kernel = Kernel::repro(elem, ReproKernel::Chunks);
             let f = gpu.function(kernel)?;
             let wave = resident(gpu, f, sm_count * policy.blocks_per_sm, policy.threads, 0)?;
-            let grid = chunk_grid(chunks, wave.block, wave.grid, max_grid);
+            let grid = chunk_grid(chunks, wave.block, wave.grid, shape.max_grid);
             launch(gpu, kernel, Launch { grid, ..wave }, stream, params)?;
         }
         let kernel = Kernel::repro(elem, ReproKernel::Combine);
-        let block = gpu.function(kernel)?.fit_block(policy.finalize_threads);
+        let threads = shape.combine_threads.unwrap_or(REPRO_COMBINE_THREADS);
+        let block = gpu.function(kernel)?.fit_block(threads);
         let shape = Launch {
             grid: 1,
             block,

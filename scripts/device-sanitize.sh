@@ -19,11 +19,14 @@ run() {
 for bin in gpu_reduce gpu_seed gpu_determinism gpu_tiles gpu_histogram; do run memcheck $bin; done
 run memcheck gpu_select --skip random_data
 run memcheck gpu_types f32
+# Two full chunks and a short one (the reproducible sum's chunk is 8192 elements).
+REDUCE_TEST_MAX_N=20000 run memcheck gpu_reproducible
 for tool in racecheck synccheck; do
     run $tool gpu_seed
     run $tool gpu_determinism
     run $tool gpu_tiles
     run $tool gpu_histogram --skip large
     run $tool gpu_select --skip random_data
+    REDUCE_TEST_MAX_N=20000 run $tool gpu_reproducible f32_bits
 done
 exit $status

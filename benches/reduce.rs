@@ -32,15 +32,25 @@ enum Op {
     Sum,
     /// The sum with `Determinism::GpuToGpu`.
     ReproSum,
+    /// The same with the chunk kernel's L2 prefetch switched on.
+    ReproSumPrefetch,
     Max,
     ArgMax,
 }
 
 impl Op {
+    /// The operation whose CUB row a row of this op is compared with.
+    fn cub_peer(self) -> Op {
+        match self {
+            Op::ReproSumPrefetch => Op::ReproSum,
+            op => op,
+        }
+    }
+
     fn cub_name(self) -> &'static str {
         match self {
             Op::Sum => "sum_f32",
-            Op::ReproSum => "sum_f32_gpu_to_gpu",
+            Op::ReproSum | Op::ReproSumPrefetch => "sum_f32_gpu_to_gpu",
             Op::Max => "max_f32",
             Op::ArgMax => "argmax_f32",
         }
@@ -104,6 +114,9 @@ impl Kind {
             Kind::Production(Op::ReproSum, _) => {
                 "Determinism::GpuToGpu: a warp per 8192-element chunk, f64 lanes, fixed trees; 2 launches"
             }
+            Kind::Production(Op::ReproSumPrefetch, _) => {
+                "the same, each warp asking L2 for its next 4 KiB batch (prefetch.global.L2)"
+            }
             Kind::Production(Op::Max, _) => "same body, Max operator (NaN-propagating compare)",
             Kind::Production(Op::ArgMax, _) => {
                 "same body, (value, u64 index) pairs: 3 shuffles per step"
@@ -145,6 +158,8 @@ impl Bench {
         if let Kind::Production(op, c) = kind {
             self.reduce.set_combine(c);
             self.reduce.set_determinism(determinism(op));
+            self.reduce
+                .set_reproducible_prefetch(Some(op == Op::ReproSumPrefetch));
         }
         let (reduce, seed, out) = (&mut self.reduce, &mut self.seed, &mut self.out);
         let mut enqueue = |k: usize, s: &Stream| -> Result<(), BoxError> {
@@ -153,7 +168,7 @@ impl Bench {
             unsafe {
                 match kind {
                     Kind::Seed(v) => seed.sum_async(v, w, &mut out.f, s)?,
-                    Kind::Production(Op::Sum | Op::ReproSum, _) => {
+                    Kind::Production(Op::Sum | Op::ReproSum | Op::ReproSumPrefetch, _) => {
                         reduce.sum_async(w, &mut out.f, s)?
                     }
                     Kind::Production(Op::Max, _) => reduce.max_async(w, &mut out.f, s)?,
@@ -165,6 +180,7 @@ impl Bench {
         let us = timing::time_us(&self.gpu, &self.stream, n as u64, copies, &mut enqueue)?;
         self.reduce.set_combine(Combine::default());
         self.reduce.set_determinism(Determinism::default());
+        self.reduce.set_reproducible_prefetch(None);
         Ok(us)
     }
 
@@ -182,6 +198,14 @@ impl Bench {
                         self.accuracy.push(line);
                         self.failures.extend(worse);
                         ok
+                    }
+                    Op::ReproSumPrefetch => {
+                        self.reduce.set_determinism(Determinism::GpuToGpu);
+                        self.reduce.set_reproducible_prefetch(Some(true));
+                        let got = self.reduce.sum(w)?;
+                        self.reduce.set_reproducible_prefetch(None);
+                        self.reduce.set_determinism(Determinism::default());
+                        got.to_bits() == cpu::sum_reproducible(host).to_bits()
                     }
                     Op::Max => self.reduce.max(w)? == cpu::max(host),
                     Op::ArgMax => {
@@ -230,7 +254,7 @@ fn check_reproducible(
 
 fn determinism(op: Op) -> Determinism {
     match op {
-        Op::ReproSum => Determinism::GpuToGpu,
+        Op::ReproSum | Op::ReproSumPrefetch => Determinism::GpuToGpu,
         _ => Determinism::RunToRun,
     }
 }
@@ -339,6 +363,7 @@ fn run() -> Result<bool, BoxError> {
     );
     kinds.extend([
         Kind::Production(Op::ReproSum, Combine::default()),
+        Kind::Production(Op::ReproSumPrefetch, Combine::default()),
         Kind::Production(Op::Max, Combine::default()),
         Kind::Production(Op::ArgMax, Combine::default()),
     ]);
@@ -352,7 +377,8 @@ fn run() -> Result<bool, BoxError> {
                 .measure(kind, n)
                 .map_err(|e| format!("{} at n={n}: {e}", kind.label()))?;
             let gbps = bytes / us / 1e3;
-            let ratio = cub_of(kind.op(), n).map_or("n/a".into(), |c| format!("{:.3}", c.us / us));
+            let ratio = cub_of(kind.op().cub_peer(), n)
+                .map_or("n/a".into(), |c| format!("{:.3}", c.us / us));
             writeln!(
                 table,
                 "| {} | {} | {us:.1} | {gbps:.0} | {:.1} | {:.1} | {ratio} |",

@@ -297,3 +297,13 @@ pub unsafe fn load_nc<T: ScalarLoad>(p: *const T) -> T {
     // SAFETY: forwarded to the caller.
     unsafe { T::load_nc(p) }
 }
+
+/// `prefetch.global.L2`: starts bringing the 128-byte line at `p` into L2, with no register to wait on.
+///
+/// # Safety
+/// `p` must point into a global allocation.
+#[inline(always)]
+pub unsafe fn prefetch_l2(p: *const u8) {
+    // SAFETY: the caller guarantees `p` is a global address; a prefetch has no architectural effect.
+    unsafe { asm!("prefetch.global.L2 [{0}];", in(reg64) p, options(nostack, readonly)) };
+}

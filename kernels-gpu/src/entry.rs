@@ -96,7 +96,7 @@ macro_rules! repro_kernels {
             #[unsafe(export_name = kernel_name!(repro chunks $ty))]
             pub unsafe extern "ptx-kernel" fn chunks(p: Params) {
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::reproducible::chunks::<E>(p.input, p.n, p.partials) }
+                unsafe { crate::reproducible::chunks::<E>(p.input, p.n, p.partials, p.prefetch != 0) }
             }
 
             /// # Safety

@@ -24,8 +24,11 @@ use crate::warp::FULL_MASK;
 /// Virtual lanes each thread of a chunk's warp holds.
 const PER_THREAD: usize = CHUNK_LANES / 32;
 
+/// Bytes of one batch of a warp's loads, for every element type: 32 lines of 128 bytes.
+const BATCH_BYTES: usize = 32 * 128;
+
 /// Most elements a thread loads before it adds any (see [`ReproElement::BATCH`]).
-const MAX_IN_FLIGHT: usize = 32;
+const MAX_IN_FLIGHT: usize = 64;
 
 // SAFETY: two f64s, each two words, in field order.
 unsafe impl Shuffle for Compensated {
@@ -44,8 +47,8 @@ pub trait ReproElement: Copy {
     type Acc: ReproAcc + Shuffle;
     /// f32 for f32/f16/bf16, f64 for f64.
     type Out;
-    /// Rounds of a chunk loaded before any is added: `8 · BATCH` loads in flight per thread, 64 bytes of
-    /// them whatever the element size. A divisor of [`CHUNK_ROUNDS`]; it changes when loads are issued,
+    /// Rounds of a chunk loaded before any is added: `8 · BATCH` loads in flight per thread, 128 bytes
+    /// of them whatever the element size, so a chunk takes 8 (16 for f64) round trips to memory. A divisor of [`CHUNK_ROUNDS`]; it changes when loads are issued,
     /// never the order of the additions.
     const BATCH: usize;
     /// Reads one element through the read-only path.
@@ -62,7 +65,7 @@ pub trait ReproElement: Copy {
 impl ReproElement for f32 {
     type Acc = f64;
     type Out = f32;
-    const BATCH: usize = 2;
+    const BATCH: usize = 4;
     #[inline(always)]
     unsafe fn load(p: *const f32) -> f32 {
         // SAFETY: forwarded to the caller.
@@ -81,7 +84,7 @@ impl ReproElement for f32 {
 impl ReproElement for f64 {
     type Acc = Compensated;
     type Out = f64;
-    const BATCH: usize = 1;
+    const BATCH: usize = 2;
     #[inline(always)]
     unsafe fn load(p: *const f64) -> f64 {
         // SAFETY: forwarded to the caller.
@@ -102,7 +105,7 @@ macro_rules! repro_half {
         impl ReproElement for $t {
             type Acc = f64;
             type Out = f32;
-            const BATCH: usize = 4;
+            const BATCH: usize = 8;
             #[inline(always)]
             unsafe fn load(p: *const $t) -> $t {
                 // SAFETY: forwarded to the caller.
@@ -125,10 +128,14 @@ repro_half!(F16, BF16);
 ///
 /// # Safety
 /// `input` valid for `n` reads, aligned and unmodified during the kernel; `partials` valid for
-/// `ceil(n / CHUNK)` writes; `blockDim.x` a multiple of 32.
+/// `ceil(n / CHUNK)` writes; `blockDim.x` a multiple of 32. With `prefetch`, each batch first asks L2 for
+/// the next batch of the chunk (one 128-byte line per lane: a batch is 4 KiB).
 #[inline(always)]
-pub unsafe fn chunks<E: ReproElement>(input: *const E, n: u64, partials: *mut E::Acc) {
-    const { assert!(CHUNK_ROUNDS.is_multiple_of(E::BATCH) && E::BATCH * PER_THREAD <= MAX_IN_FLIGHT) };
+pub unsafe fn chunks<E: ReproElement>(input: *const E, n: u64, partials: *mut E::Acc, prefetch: bool) {
+    const {
+        assert!(CHUNK_ROUNDS.is_multiple_of(E::BATCH) && E::BATCH * PER_THREAD <= MAX_IN_FLIGHT);
+        assert!(E::BATCH * CHUNK_LANES * size_of::<E>() == BATCH_BYTES);
+    };
     let lane = arch::lane_id() as usize;
     let warps = arch::grid_threads() / 32;
     let count = n.div_ceil(CHUNK);
@@ -143,6 +150,13 @@ pub unsafe fn chunks<E: ReproElement>(input: *const E, n: u64, partials: *mut E:
         if len == CHUNK as usize {
             let mut r = 0;
             while r < CHUNK_ROUNDS {
+                if prefetch && r + E::BATCH < CHUNK_ROUNDS {
+                    // SAFETY: the next batch lies inside this full chunk, and lane · 128 < BATCH_BYTES.
+                    unsafe {
+                        let next = base.add((r + E::BATCH) * CHUNK_LANES) as *const u8;
+                        arch::prefetch_l2(next.add(lane * 128));
+                    }
+                }
                 // All of a batch's loads first, then its additions in round order.
                 // 64 slots, as `each_index!` spells indices up to 63; only the first `8 · BATCH` are used.
                 let mut x = [const { MaybeUninit::<E>::uninit() }; 64];

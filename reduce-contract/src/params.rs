@@ -39,6 +39,9 @@ pub struct ReproParams<In, Acc, Out> {
     pub count: u64,
     /// The result (`combine`).
     pub out: *mut Out,
+    /// Nonzero: `chunks` prefetches each batch's successor into L2 (a tuning switch; never changes the
+    /// bits).
+    pub prefetch: u32,
 }
 
 // Copy whatever the element types: the struct holds only pointers to them and plain numbers.

@@ -153,8 +153,16 @@ impl DeviceReduce {
         self.repro_shape = ReproShape {
             max_grid,
             combine_threads,
+            ..self.repro_shape
         };
         Ok(())
+    }
+
+    /// Turns the reproducible sum's L2 prefetch on or off (`None`: the tuning default), for the bench to
+    /// time both; the bits are the same either way.
+    #[doc(hidden)]
+    pub fn set_reproducible_prefetch(&mut self, prefetch: Option<bool>) {
+        self.repro_shape.prefetch = prefetch;
     }
 
     /// The launch policy in use (from the tuning table for this device unless set).

@@ -167,6 +167,15 @@ fn shapes_offsets_streams<T: Repro>(n: usize) {
     }
     reduce.set_policy(default).unwrap();
     reduce.set_reproducible_shape(None, None).unwrap();
+    for prefetch in [false, true] {
+        reduce.set_reproducible_prefetch(Some(prefetch));
+        assert_eq!(
+            T::bits(reduce.sum(&buf).unwrap()),
+            want,
+            "{what} n={n} L2 prefetch {prefetch}"
+        );
+    }
+    reduce.set_reproducible_prefetch(None);
     for offset in 0..16 {
         let padded = upload_at(&host, offset);
         let slice = DeviceView::from(&padded).slice(offset..offset + n);

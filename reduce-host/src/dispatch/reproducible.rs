@@ -14,7 +14,7 @@ use crate::driver::Launch;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
-use crate::tuning::{Policy, REPRO_COMBINE_THREADS};
+use crate::tuning::{Policy, REPRO_COMBINE_THREADS, REPRO_PREFETCH_L2};
 
 /// A test's override of the launch shape; `None` fields keep the default. No field changes the bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,6 +23,8 @@ pub struct ReproShape {
     pub max_grid: Option<u32>,
     /// Threads of the combine block (default [`REPRO_COMBINE_THREADS`]).
     pub combine_threads: Option<u32>,
+    /// Whether the chunk kernel prefetches into L2 (default [`REPRO_PREFETCH_L2`]).
+    pub prefetch: Option<bool>,
 }
 
 /// Bytes of one chunk partial, whatever the element type (an f64, or a compensated pair of them).
@@ -107,6 +109,7 @@ pub(crate) unsafe fn enqueue<T, Out>(
         partials: partials as *mut u8,
         count: chunks,
         out,
+        prefetch: shape.prefetch.unwrap_or(REPRO_PREFETCH_L2) as u32,
     };
     let sm_count = gpu.info().sm_count;
 

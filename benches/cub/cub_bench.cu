@@ -1060,6 +1060,15 @@ void usage()
 
 int main(int argc, char** argv)
 {
+#if CCCL_VERSION < 3006000
+  if (argc >= 2 && std::string(argv[1]) == "sum_f32_gpu_to_gpu")
+  {
+    std::fprintf(stderr, "sum_f32_gpu_to_gpu needs CCCL >= 3.6 (this build has %d.%d): compile with -I the cuda-cccl "
+                         "1.2.1 wheel's cuda/cccl/headers/include (the bench's CCCL_INCLUDE)\n",
+                 CCCL_MAJOR_VERSION, CCCL_MINOR_VERSION);
+    return 2;
+  }
+#endif
   if (argc < 3 || !make_op(argv[1]))
   {
     usage();

@@ -50,6 +50,8 @@
 
 #[doc(hidden)]
 pub mod cpu;
+#[cfg(feature = "cudarc")]
+mod cudarc;
 mod dispatch;
 mod driver;
 mod element;
@@ -64,6 +66,7 @@ mod last_use;
 mod reduce;
 pub mod seed;
 pub mod select;
+mod stream;
 mod testing;
 mod tuning;
 mod view;
@@ -82,6 +85,7 @@ pub use reduce::{Combine, DeviceReduce};
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
 };
+pub use stream::StreamRef;
 #[doc(hidden)]
 pub use testing::LaneWord;
 pub use tuning::Policy;

@@ -4,11 +4,13 @@
 # call count, the property tests' case count). Each binary's tests are split into shards that run in
 # parallel, so the slow tools finish; every test of every binary runs under every tool.
 #   bash scripts/device-sanitize.sh [BINARY...]      (default: every binary in target/device-pack/tests)
-# Expects the packed test binaries in target/device-pack/tests (see ../shared/tools/device-pack). Logs and
-# a summary (sanitize-summary.txt) go to $OUT (or /tmp). Exit status 1 if any run reports an error.
+# Expects the packed test binaries in target/device-pack/tests (see ../shared/tools/device-pack). One log
+# per shard run goes to $SANITIZE_LOGS (/tmp/sanitize), a line per run as it ends to
+# $OUT/sanitize-lines.txt and the summary to $OUT/sanitize-summary.txt. Exit status 1 if any run fails.
 set -uo pipefail
-out=${OUT:-/tmp}/sanitize
-mkdir -p "$out"
+summary=${OUT:-/tmp}
+out=${SANITIZE_LOGS:-/tmp/sanitize}
+mkdir -p "$out" "$summary"
 export REDUCE_TEST_MAX_N=${REDUCE_TEST_MAX_N:-5000}
 export REDUCE_SOAK_CALLS=${REDUCE_SOAK_CALLS:-300}
 export REDUCE_PROPTEST_CASES=${REDUCE_PROPTEST_CASES:-24}
@@ -40,12 +42,12 @@ run_one() {
 export -f run_one
 export out dir
 start=$(date +%s)
-xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _ <"$plan" | sort >"$out/summary-lines.txt"
+xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _ <"$plan" | tee "$summary/sanitize-lines.txt" | grep -v ' exit 0 '
 {
     echo "compute-sanitizer, $(wc -l <"$plan") shard runs, $(($(date +%s) - start)) s, REDUCE_TEST_MAX_N=$REDUCE_TEST_MAX_N REDUCE_SOAK_CALLS=$REDUCE_SOAK_CALLS REDUCE_PROPTEST_CASES=$REDUCE_PROPTEST_CASES"
     for tool in memcheck racecheck synccheck initcheck; do
         for bin in "${bins[@]}"; do
-            lines=$(grep "^$tool $bin " "$out/summary-lines.txt") || continue
+            lines=$(grep "^$tool $bin " "$summary/sanitize-lines.txt") || continue
             passed=$(echo "$lines" | sed -n 's/.*test result: [a-zA-Z]*\. \([0-9]*\) passed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
             failed=$(echo "$lines" | sed -n 's/.* \([0-9]*\) failed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
             errors=$(echo "$lines" | sed -n 's/.*SUMMARY: \([0-9]*\) \(error\|hazard\).*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
@@ -53,5 +55,9 @@ xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _ <"$plan" | sort >"$out/summary-li
             echo "$tool $bin: ${passed:-0} tests passed, ${failed:-0} failed, ${errors:-0} errors/hazards, $bad shard runs with a non-zero exit"
         done
     done
-} | tee "$out/sanitize-summary.txt"
-! grep -qv ' exit 0 ' "$out/summary-lines.txt"
+} | tee "$summary/sanitize-summary.txt"
+grep -v ' exit 0 ' "$summary/sanitize-lines.txt" | while read -r tool bin shard _; do
+    echo "--- $tool $bin $shard"
+    grep -m 8 -E 'Invalid|Hazard|Race|ERROR|panicked|FAILED|error' "$out/$tool-$bin-$shard.log"
+done
+! grep -qv ' exit 0 ' "$summary/sanitize-lines.txt"

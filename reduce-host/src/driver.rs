@@ -244,18 +244,23 @@ pub(crate) unsafe fn read_back_slice<T: cust::memory::DeviceCopy>(
 }
 
 /// The ordinal of the device whose memory `ptr` points into, or `None` when the driver does not know the
-/// address.
+/// address. (`cuPointerGetAttributes`, unlike the singular call, answers an unknown address with a null
+/// memory type rather than an error, so compute-sanitizer sees no failed API call.)
 pub(crate) fn device_of(ptr: u64) -> Option<u32> {
+    let mut memory_type: std::ffi::c_uint = 0;
     let mut ordinal: std::ffi::c_int = -1;
-    // SAFETY: writes one int; the driver validates `ptr` itself and reports an unknown address as an error.
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            &mut ordinal as *mut std::ffi::c_int as *mut c_void,
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-            ptr,
-        )
-    };
-    (check(r).is_ok() && ordinal >= 0).then_some(ordinal as u32)
+    let mut attributes = [
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    ];
+    let mut data = [
+        &mut memory_type as *mut std::ffi::c_uint as *mut c_void,
+        &mut ordinal as *mut std::ffi::c_int as *mut c_void,
+    ];
+    // SAFETY: two attributes, each written to its own live variable of the documented type.
+    let r =
+        unsafe { sys::cuPointerGetAttributes(2, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr) };
+    (check(r).is_ok() && memory_type != 0 && ordinal >= 0).then_some(ordinal as u32)
 }
 
 /// Blocks the host until the work queued on `stream` so far is done.

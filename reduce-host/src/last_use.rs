@@ -1,5 +1,5 @@
 //! [`LastUse`]: stream ordering for a handle's scratch buffers, which async calls may use from any stream.
-use cust::stream::Stream;
+use crate::stream::StreamRef;
 
 use crate::driver::{self, RawEvent};
 use crate::error::Result;
@@ -23,7 +23,7 @@ impl LastUse {
     }
 
     /// Makes `stream` wait for the previous use (at once if there was none).
-    pub fn acquire(&self, stream: &Stream) -> Result<()> {
+    pub fn acquire(&self, stream: StreamRef<'_>) -> Result<()> {
         if !driver::capturing(stream)? {
             self.event.wait_on(stream)?;
         }
@@ -31,7 +31,7 @@ impl LastUse {
     }
 
     /// Records that work using the scratch was enqueued on `stream`.
-    pub fn release(&mut self, stream: &Stream) -> Result<()> {
+    pub fn release(&mut self, stream: StreamRef<'_>) -> Result<()> {
         if driver::capturing(stream)? {
             return Ok(());
         }

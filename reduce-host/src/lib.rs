@@ -50,6 +50,8 @@
 
 #[doc(hidden)]
 pub mod cpu;
+#[cfg(feature = "cudarc")]
+mod cudarc;
 mod determinism;
 mod dispatch;
 mod driver;
@@ -65,6 +67,7 @@ mod last_use;
 mod reduce;
 pub mod seed;
 pub mod select;
+mod stream;
 mod testing;
 mod tuning;
 mod view;
@@ -84,6 +87,7 @@ pub use reduce::{Combine, DeviceReduce};
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
 };
+pub use stream::StreamRef;
 #[doc(hidden)]
 pub use testing::LaneWord;
 pub use tuning::Policy;

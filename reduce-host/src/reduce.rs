@@ -2,6 +2,10 @@
 //! [`crate::dispatch::reduce`].
 use cust::memory::DeviceCopy;
 use cust::stream::Stream;
+
+use crate::gpu::InContext;
+use crate::stream::{self, StreamRef};
+use crate::view::Home;
 use reduce_contract::Op;
 
 use crate::determinism::Determinism;
@@ -81,12 +85,12 @@ impl Combine {
 /// longer than any before grows its chunk partials: all of these free buffers the captured kernels point
 /// at.
 pub struct DeviceReduce {
-    scratch: Scratch,
-    stream: Stream,
+    scratch: InContext<Scratch>,
+    stream: InContext<Stream>,
     policy: Policy,
     combine: Combine,
     determinism: Determinism,
-    repro: ReproScratch,
+    repro: InContext<ReproScratch>,
     /// A test's override of the reproducible sum's launch shape.
     repro_shape: ReproShape,
     // Declared last: the context outlives the buffers and stream above.
@@ -102,12 +106,12 @@ impl DeviceReduce {
         let info = gpu.info();
         let policy = tuning::policy(info.cc());
         Ok(DeviceReduce {
-            scratch: Scratch::new(info.sm_count * policy.blocks_per_sm)?,
+            scratch: InContext::new(gpu, Scratch::new(info.sm_count * policy.blocks_per_sm)?),
             stream,
             policy,
             combine: Combine::default(),
             determinism: Determinism::default(),
-            repro: ReproScratch::new()?,
+            repro: InContext::new(gpu, ReproScratch::new()?),
             repro_shape: ReproShape::default(),
             gpu: gpu.clone(),
         })
@@ -175,14 +179,14 @@ impl DeviceReduce {
     /// [`Error::InvalidArgument`].
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
         policy.check()?;
-        self.make_current()?;
+        let _current = self.make_current()?;
         self.scratch
             .reserve(self.gpu.info().sm_count * policy.blocks_per_sm)?;
         self.policy = policy;
         Ok(())
     }
 
-    fn make_current(&self) -> Result<()> {
+    fn make_current(&self) -> Result<crate::gpu::Current> {
         self.gpu.make_current()
     }
 
@@ -247,13 +251,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// `input` and `out` must stay allocated, and `input` unmodified, until `stream` has passed this work.
-    pub unsafe fn sum_async<'a, 'b, T: SumElement>(
+    pub unsafe fn sum_async<'s, 'a, 'b, T: SumElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         out: impl Into<DeviceViewMut<'b, T::Acc>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into(Op::Sum, input.into(), out.into(), stream)
+        self.enqueue_into(Op::Sum, input.into(), out.into(), stream.into())
     }
 
     /// Enqueues the max of `input` into `out[0]`; an empty input writes the identity (−∞, or `MIN` for
@@ -261,13 +265,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn max_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn max_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         out: impl Into<DeviceViewMut<'b, T>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into(Op::Max, input.into(), out.into(), stream)
+        self.enqueue_into(Op::Max, input.into(), out.into(), stream.into())
     }
 
     /// Enqueues the min of `input` into `out[0]`; an empty input writes the identity (+∞, or `MAX` for
@@ -275,13 +279,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn min_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn min_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         out: impl Into<DeviceViewMut<'b, T>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into(Op::Min, input.into(), out.into(), stream)
+        self.enqueue_into(Op::Min, input.into(), out.into(), stream.into())
     }
 
     /// Enqueues the argmax of `input` into `out[0]`; an empty input writes `{ value: −∞ (or MIN), index:
@@ -289,13 +293,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn argmax_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn argmax_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into(Op::ArgMax, input.into(), out.into(), stream)
+        self.enqueue_into(Op::ArgMax, input.into(), out.into(), stream.into())
     }
 
     /// Enqueues the argmin of `input` into `out[0]`; an empty input writes `{ value: +∞ (or MAX), index:
@@ -303,13 +307,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn argmin_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn argmin_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into(Op::ArgMin, input.into(), out.into(), stream)
+        self.enqueue_into(Op::ArgMin, input.into(), out.into(), stream.into())
     }
 
     /// Runs `op` over `input` on the handle's stream and reads the accumulator back.
@@ -318,11 +322,11 @@ impl DeviceReduce {
         op: Op,
         input: DeviceView<'_, T>,
     ) -> Result<Acc> {
-        self.make_current()?;
+        let _current = self.make_current()?;
         let out = self.scratch.result.as_device_ptr().as_raw();
-        self.enqueue::<T, Acc>(op, input, out as *mut Acc, None)?;
+        self.enqueue::<T, Acc>(op, input, (out as *mut Acc, Home::default()), None)?;
         // SAFETY: the kernels just enqueued write an `Acc` to `out` on the handle's stream.
-        unsafe { driver::read_back::<Acc>(out, &self.stream) }
+        unsafe { driver::read_back::<Acc>(out, StreamRef::from(&*self.stream)) }
     }
 
     fn enqueue_into<T: Element, Acc: DeviceCopy>(
@@ -330,31 +334,37 @@ impl DeviceReduce {
         op: Op,
         input: DeviceView<'_, T>,
         out: DeviceViewMut<'_, Acc>,
-        stream: &Stream,
+        stream: StreamRef<'_>,
     ) -> Result<()> {
         if out.is_empty() {
             return Err(Error::InvalidArgument(
                 "the output slice must hold at least one element".into(),
             ));
         }
-        let out = Span::of_view(out.as_view().get(..1).expect("not empty"), "output")?;
-        Span::of_view(input, "input")?.disjoint(&out, "input", "output")?;
-        self.make_current()?;
-        self.enqueue::<T, Acc>(op, input, out.as_mut_ptr(), Some(stream))
+        let home = out.home();
+        let out = Span::of_view(
+            &self.gpu,
+            out.as_view().get(..1).expect("not empty"),
+            "output",
+        )?;
+        Span::of_view(&self.gpu, input, "input")?.disjoint(&out, "input", "output")?;
+        let _current = self.make_current()?;
+        self.enqueue::<T, Acc>(op, input, (out.as_mut_ptr(), home), Some(stream))
     }
 
     fn enqueue<T: Element, Acc>(
         &mut self,
         op: Op,
         input: DeviceView<'_, T>,
-        out: *mut Acc,
-        stream: Option<&Stream>,
+        (out, out_home): (*mut Acc, Home),
+        stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
-        let stream = stream.unwrap_or(&self.stream);
-        let input = Span::of_view(input, "input")?;
+        let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
+        let homes = [input.home(), out_home];
+        let input = Span::of_view(&self.gpu, input, "input")?;
         if op == Op::Sum && self.determinism.reproducible_sum(T::ELEM) {
             // SAFETY: as below; for a float sum `Acc` is the f32 or f64 result the kernels write.
-            return unsafe {
+            return stream::ordered(&homes, stream, || unsafe {
                 dispatch::reproducible::enqueue(
                     &self.gpu,
                     &mut self.repro,
@@ -364,14 +374,14 @@ impl DeviceReduce {
                     out,
                     stream,
                 )
-            };
+            });
         }
         let strategy = self
             .combine
             .resolve(input.len * std::mem::size_of::<T>() as u64);
         // SAFETY: `input` is a borrowed view and `out` holds one `Acc` (the handle's result slot, or a
         // non-empty slice the caller keeps alive until `stream` passes this work).
-        unsafe {
+        stream::ordered(&homes, stream, || unsafe {
             dispatch::reduce::enqueue(
                 &self.gpu,
                 &mut self.scratch,
@@ -382,7 +392,7 @@ impl DeviceReduce {
                 out,
                 stream,
             )
-        }
+        })
     }
 }
 
@@ -390,7 +400,7 @@ impl Drop for DeviceReduce {
     fn drop(&mut self) {
         // The fields free device memory and unload the module: make their context current first. A failure
         // here has no caller to go to, so it is dropped.
-        let _ = self.gpu.make_current();
+        let _current = self.gpu.make_current();
         // Async calls may still be using the scratch on any stream: wait for the last use before it is freed.
         let _ = self.scratch.wait_idle();
         let _ = self.repro.wait_idle();

@@ -3,7 +3,6 @@
 //! [`REPRO_COMBINE_THREADS`], both fitted to the kernel's registers): the kernels' arithmetic does not
 //! depend on them (see `reduce_contract::reproducible`).
 use cust::memory::DeviceBuffer;
-use cust::stream::Stream;
 use reduce_contract::kernels::ReproKernel;
 use reduce_contract::params::ReproParams;
 use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES};
@@ -14,6 +13,7 @@ use crate::driver::Launch;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
+use crate::stream::StreamRef;
 use crate::tuning::{Policy, REPRO_COMBINE_THREADS, REPRO_PREFETCH_L2};
 
 /// A test's override of the launch shape; `None` fields keep the default. No field changes the bits.
@@ -95,7 +95,7 @@ pub(crate) unsafe fn enqueue<T, Out>(
     elem: Elem,
     input: Span<T>,
     out: *mut Out,
-    stream: &Stream,
+    stream: StreamRef<'_>,
 ) -> Result<()> {
     debug_assert!(matches!(
         elem,

@@ -255,3 +255,75 @@ fn integers_and_other_ops_are_unchanged() {
     assert_eq!(reduce.max(&floats).unwrap(), Some(5.0));
     assert_eq!(reduce.sum(&floats).unwrap(), 4.0);
 }
+
+/// `REDUCE_PROPTEST_CASES` cases (256 by default), seeded by `REDUCE_PROPTEST_SEED` if set (printed first
+/// either way, so a failure can be replayed), as in `gpu_properties`.
+fn runner(property: &str) -> proptest::test_runner::TestRunner {
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
+    let seed = env("REDUCE_PROPTEST_SEED").unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        t.as_nanos() as u64 ^ u64::from(std::process::id())
+    });
+    eprintln!("{property}: REDUCE_PROPTEST_SEED={seed}");
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let config = Config {
+        cases: env("REDUCE_PROPTEST_CASES").unwrap_or(256) as u32,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+}
+
+/// Any input (ordinary values, the type's specials, values over its whole exponent range; up to two full
+/// chunks and a short one), at any offset, under any chunk block size, grid cap and combine block: the
+/// CPU algorithm's bits.
+fn property<T: Repro + 'static>() {
+    use proptest::prelude::*;
+    let element = prop_oneof![
+        3 => any::<u64>().prop_map(|s| T::random(&mut rng(s))),
+        1 => proptest::sample::select(T::specials()),
+        2 => (1.0f64..2.0, -T::SPAN..=T::SPAN, any::<bool>())
+            .prop_map(|(m, e, neg)| T::from_f64(if neg { -m } else { m } * 2f64.powi(e))),
+    ];
+    let len = prop_oneof![0usize..300, 0..3 * C];
+    let input = len.prop_flat_map(move |n| prop::collection::vec(element.clone(), n));
+    let shape = (
+        0usize..16,
+        proptest::sample::select(vec![32u32, 64, 96, 128, 256, 512, 1024]),
+        proptest::sample::select(vec![Some(1u32), Some(3), None]),
+        proptest::sample::select(vec![32u32, 96, 1024]),
+    );
+    // The runner takes a `Fn`: the handle is borrowed mutably inside each case.
+    let reduce = std::cell::RefCell::new(reproducible());
+    let default = reduce.borrow().policy();
+    let what = std::any::type_name::<T>();
+    runner(&format!("reproducible {what}"))
+        .run(
+            &(input, shape),
+            |(host, (offset, threads, grid, combine))| {
+                let mut reduce = reduce.borrow_mut();
+                reduce.set_policy(Policy { threads, ..default }).unwrap();
+                reduce.set_reproducible_shape(grid, Some(combine)).unwrap();
+                let buf = upload_at(&host, offset);
+                let slice = DeviceView::from(&buf).slice(offset..offset + host.len());
+                let got = T::bits(reduce.sum(slice).unwrap());
+                let want = T::bits(cpu::sum_reproducible(&host));
+                prop_assert_eq!(got, want, "n={} offset {}", host.len(), offset);
+                Ok(())
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn property_any_input_shape_and_offset_gives_the_cpu_bits() {
+    property::<f32>();
+    property::<f64>();
+    property::<F16>();
+    property::<BF16>();
+}

@@ -33,10 +33,19 @@ for bin in "${bins[@]}"; do
             '{ s[NR % n] = s[NR % n] " " $0 } END { for (i in s) print t, b, i s[i] }'
     done
 done >"$plan"
+# Runs a previous call already finished clean (its sanitize-lines.txt as SANITIZE_DONE) are not repeated.
+if [ -n "${SANITIZE_DONE:-}" ] && [ -f "$SANITIZE_DONE" ]; then
+    grep ' exit 0 ' "$SANITIZE_DONE" | awk '{ print $1, $2, $3 }' >"$plan.done"
+    awk 'NR == FNR { done[$1 " " $2 " " $3] = 1; next } !(($1 " " $2 " " $3) in done)' "$plan.done" "$plan" >"$plan.left"
+    mv "$plan.left" "$plan"
+fi
+# With several GPUs (SANITIZE_GPUS=2), the runs are dealt out among them.
+awk -v g="${SANITIZE_GPUS:-1}" '{ print NR % g, $0 }' "$plan" >"$plan.gpu" && mv "$plan.gpu" "$plan"
 
 run_one() {
-    local tool=$1 bin=$2 shard=$3
-    shift 3
+    export CUDA_VISIBLE_DEVICES=$1
+    local tool=$2 bin=$3 shard=$4
+    shift 4
     local log="$out/$tool-$bin-$shard.log"
     # gpu_types checks nine types with the same kernel bodies: under the slow tools its inputs stop just
     # past one block (1025 elements); the multi-block paths run under every tool in the f32 binaries.

@@ -554,10 +554,12 @@ struct SumGpuToGpuOp : InputOp<float>
   }
   cudaError_t run(void*, size_t&, const float* d_in, cudaStream_t s) override
   {
-    auto env = ::cuda::std::execution::env{
-      ::cuda::stream_ref{s},
-      ::cuda::std::execution::prop{::cuda::mr::get_memory_resource, OnceResource{&pool}},
-      ::cuda::execution::require(::cuda::execution::determinism::gpu_to_gpu)};
+    // Each part deduced on its own, then the env spelled out: g++ cannot deduce `env{...}` of these parts.
+    auto stream = ::cuda::stream_ref{s};
+    auto memory = ::cuda::std::execution::prop{::cuda::mr::get_memory_resource, OnceResource{&pool}};
+    auto determinism = ::cuda::execution::require(::cuda::execution::determinism::gpu_to_gpu);
+    auto env = ::cuda::std::execution::env<decltype(stream), decltype(memory), decltype(determinism)>{
+      stream, memory, determinism};
     return cub::DeviceReduce::Sum(d_in, out.get(), static_cast<int>(n), env);
   }
   bool check(int copy) override

@@ -243,6 +243,8 @@ impl DeviceHistogram {
 
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        // The device's context, current while the handle's buffers are allocated in it.
+        let _current = gpu.make_current()?;
         let stream = gpu.handle_stream()?;
         Ok(DeviceHistogram {
             counts: InContext::new(gpu, DeviceBuffer::zeroed(256)?),

@@ -62,6 +62,8 @@ pub struct SeedReduce {
 impl SeedReduce {
     /// A handle on an opened device.
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        // The device's context, current while the handle's buffers are allocated in it.
+        let _current = gpu.make_current()?;
         Ok(SeedReduce {
             partials: DeviceBuffer::zeroed(1)?,
             stream: InContext::new(gpu, gpu.stream()?),

@@ -128,6 +128,8 @@ handle_basics!(DeviceSelect);
 impl DeviceSelect {
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        // The device's context, current while the handle's buffers are allocated in it.
+        let _current = gpu.make_current()?;
         let stream = gpu.handle_stream()?;
         Ok(DeviceSelect {
             count: InContext::new(gpu, DeviceBuffer::zeroed(1)?),

@@ -66,9 +66,9 @@ fn an_address_the_driver_does_not_know_is_refused() {
 #[test]
 #[ignore = "needs two NVIDIA GPUs: run with --include-ignored on a machine with two"]
 fn two_devices_another_devices_memory_is_refused() {
+    let gpu0 = Gpu::with_device(0).unwrap(); // initialises the driver, which counting needs
     let count = cust::device::Device::num_devices().unwrap_or(0);
     assert!(count >= 2, "this test needs two GPUs; found {count}");
-    let gpu0 = Gpu::with_device(0).unwrap();
     let x0 = DeviceBuffer::from_slice(&[1.0f32; 4096]).unwrap(); // device 0's context is current
     let gpu1 = Gpu::with_device(1).unwrap();
     let x1 = DeviceBuffer::from_slice(&[2.0f32; 4096]).unwrap(); // device 1's

@@ -227,8 +227,8 @@ fn large_f32_matches_the_cpu_and_beats_the_default_error() {
         let host = pattern::<f32>(n, which, seed);
         let want = cpu::sum_reproducible(&host);
         let exact = cpu::sum_f64(&host);
+        let mut reduce = gpu(); // first: it makes the device's context current for the upload
         let buf = DeviceBuffer::from_slice(&host).unwrap();
-        let mut reduce = gpu();
         let default = reduce.sum(&buf).unwrap();
         reduce.set_determinism(Determinism::GpuToGpu);
         let got = reduce.sum(&buf).unwrap();

@@ -3,13 +3,12 @@
 use std::ffi::{CStr, c_void};
 use std::sync::Mutex;
 
-use crate::stream::StreamRef;
 use cust::sys::{self, CUfunction, CUjit_option, CUmodule};
-
 use reduce_contract::ModuleSpec;
 
 use crate::error::{DriverError, Error, Result, check};
 use crate::images::Code;
+use crate::stream::StreamRef;
 
 /// A loaded module and its kernels, resolved at load. Unloaded on drop (a failure there has no caller to
 /// report to and is ignored: the context it belonged to is being torn down anyway).

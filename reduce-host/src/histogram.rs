@@ -3,9 +3,6 @@
 //! them with one atomic per non-empty bin; histograms too large for shared memory count with global atomics.
 use cust::memory::{DeviceBuffer, DeviceCopy};
 use cust::stream::Stream;
-
-use crate::gpu::InContext;
-use crate::stream::{self, StreamRef};
 use reduce_contract::Sample;
 use reduce_contract::layout::MAX_SHARED_BINS;
 
@@ -13,8 +10,9 @@ use crate::dispatch::histogram::Plan;
 use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, InContext};
 use crate::half::{BF16, F16};
+use crate::stream::{self, StreamRef};
 use crate::view::{DeviceView, DeviceViewMut};
 
 mod sealed {

@@ -1,8 +1,7 @@
 //! [`LastUse`]: stream ordering for a handle's scratch buffers, which async calls may use from any stream.
-use crate::stream::StreamRef;
-
 use crate::driver::{self, RawEvent};
 use crate::error::Result;
+use crate::stream::StreamRef;
 
 /// The event recorded after the latest work that used some scratch. Every use waits for it on its stream
 /// first (a stream wait on an event is cheap), so two streams never touch the scratch at the same time, not

@@ -2,10 +2,6 @@
 //! [`crate::dispatch::reduce`].
 use cust::memory::DeviceCopy;
 use cust::stream::Stream;
-
-use crate::gpu::InContext;
-use crate::stream::{self, StreamRef};
-use crate::view::Home;
 use reduce_contract::Op;
 
 use crate::determinism::Determinism;
@@ -15,9 +11,10 @@ use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, InContext};
+use crate::stream::{self, StreamRef};
 use crate::tuning::{self, Policy};
-use crate::view::{DeviceView, DeviceViewMut};
+use crate::view::{DeviceView, DeviceViewMut, Home};
 
 /// How the per-block partials of a device-wide reduction are combined.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -195,8 +192,9 @@ impl DeviceReduce {
     /// Sum of the elements; 0 for an empty slice, returned in [`SumElement::Acc`]. f32 is summed in f32 (f16
     /// and bf16 too, widened) by a fixed tree: with every strategy but [`Combine::Atomic`] the bits
     /// are the same on every run. With [`Determinism::GpuToGpu`] float sums take the reproducible
-    /// algorithm instead (f64 accumulation, bits independent of the GPU and the launch; see there). Integers are summed in i64/u64 and **wrap** on overflow (the result is the
-    /// exact sum modulo 2^64), the same with every strategy.
+    /// algorithm instead (f64 accumulation, bits independent of the GPU and the launch; see there).
+    /// Integers are summed in i64/u64 and **wrap** on overflow (the result is the exact sum modulo 2^64),
+    /// the same with every strategy.
     pub fn sum<'a, T: SumElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,

@@ -2,15 +2,13 @@
 //! `cargo bench`. Production code wants [`DeviceReduce::sum`](crate::DeviceReduce::sum) instead.
 use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
-
-use crate::gpu::InContext;
-use crate::stream::StreamRef;
 use reduce_contract::layout::SEED_THREADS;
 
 use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, InContext};
+use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut};
 
 /// One step of the chapter's sum kernel.

@@ -2,10 +2,6 @@
 //! buffer and count them — unordered (warp-aggregated atomics) or stable (single pass, decoupled look-back).
 use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
-
-use crate::gpu::InContext;
-use crate::stream::{self, StreamRef};
-use crate::view::Home;
 use reduce_contract::Pred;
 
 use crate::dispatch::select::{Scratch, Selection};
@@ -13,9 +9,10 @@ use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, InContext};
+use crate::stream::{self, StreamRef};
 use crate::tuning::{self, Policy};
-use crate::view::{DeviceView, DeviceViewMut};
+use crate::view::{DeviceView, DeviceViewMut, Home};
 
 mod sealed {
     pub trait Sealed {}

@@ -10,7 +10,6 @@ pub(crate) mod select;
 
 use std::marker::PhantomData;
 
-use crate::stream::StreamRef;
 use reduce_contract::params::{
     HistogramParams, LaneParams, ReduceParams, ReproParams, SelectParams, SpinParams,
 };
@@ -19,6 +18,7 @@ use reduce_contract::{Kernel, Module};
 use crate::driver::{self, Function, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
+use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut, overlap};
 
 /// A device slice as the dispatch sees it: its address and length.

@@ -1,6 +1,5 @@
 //! Device-wide reductions: sizing the grid, choosing single-block or multi-block launches, and ordering the
 //! reuse of the partials and the ticket.
-use crate::stream::StreamRef;
 use cust::memory::DeviceBuffer;
 use reduce_contract::kernels::ReduceKernel;
 use reduce_contract::layout::{MAX_ACC_BYTES, SMEM_BYTES};
@@ -12,6 +11,7 @@ use crate::driver::{self, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
+use crate::stream::StreamRef;
 use crate::tuning::{self, Policy};
 
 /// How the per-block partials are combined (the handle's `Combine`, resolved for one input).

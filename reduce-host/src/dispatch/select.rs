@@ -1,6 +1,5 @@
 //! Stream compaction: the unordered kernel's grid, the stable kernels' tiles and look-back words, and the
 //! ordering of those words' reuse across streams.
-use crate::stream::StreamRef;
 use cust::memory::DeviceBuffer;
 use reduce_contract::kernels::SelectKernel;
 use reduce_contract::layout::{
@@ -14,6 +13,7 @@ use crate::driver::{self, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
+use crate::stream::StreamRef;
 use crate::tuning::{self, Policy};
 use crate::view::Home;
 

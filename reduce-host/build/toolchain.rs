@@ -163,7 +163,14 @@ fn ensure_toolchain(channel: &str) {
         println!("cargo:warning=installed Rust {channel} for the kernels (a one-time step)");
         let mut install = Command::new("rustup");
         // No self-update: the rustup on the PATH may belong to another home, where updating itself fails.
-        install.args(["toolchain", "install", channel, "--no-self-update", "--profile", "minimal"]);
+        install.args([
+            "toolchain",
+            "install",
+            channel,
+            "--no-self-update",
+            "--profile",
+            "minimal",
+        ]);
         for c in COMPONENTS {
             install.args(["--component", c]);
         }

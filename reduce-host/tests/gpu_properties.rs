@@ -9,44 +9,14 @@
 mod common;
 
 use common::{
-    Expected, TestElement, atomic_allowance, check_expected, check_sum_want, rng, upload_at,
+    Expected, TestElement, atomic_allowance, check_expected, check_sum_want, rng, runner, upload_at,
 };
 use cust::memory::{CopyDestination, DeviceBuffer};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use reduce_host::{
     BF16, Combine, DeviceHistogram, DeviceReduce, DeviceSelect, DeviceView, F16, GreaterThan,
     LessThan, NonZero, cpu,
 };
-
-fn cases() -> u32 {
-    std::env::var("REDUCE_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256)
-}
-
-/// A runner with a printed seed: `REDUCE_PROPTEST_SEED` if set, else a fresh one.
-fn runner(property: &str) -> TestRunner {
-    let seed: u64 = std::env::var("REDUCE_PROPTEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap();
-            t.as_nanos() as u64 ^ u64::from(std::process::id())
-        });
-    eprintln!("{property}: REDUCE_PROPTEST_SEED={seed}");
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let config = Config {
-        cases: cases(),
-        failure_persistence: None,
-        ..Config::default()
-    };
-    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
-}
 
 /// One element: ordinary random values, the type's specials (NaN, ±∞, ± largest, subnormals; MIN/MAX/0 for
 /// integers) and one repeated ordinary value (ties).

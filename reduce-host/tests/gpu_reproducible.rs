@@ -256,28 +256,6 @@ fn integers_and_other_ops_are_unchanged() {
     assert_eq!(reduce.sum(&floats).unwrap(), 4.0);
 }
 
-/// `REDUCE_PROPTEST_CASES` cases (256 by default), seeded by `REDUCE_PROPTEST_SEED` if set (printed first
-/// either way, so a failure can be replayed), as in `gpu_properties`.
-fn runner(property: &str) -> proptest::test_runner::TestRunner {
-    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-    let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
-    let seed = env("REDUCE_PROPTEST_SEED").unwrap_or_else(|| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap();
-        t.as_nanos() as u64 ^ u64::from(std::process::id())
-    });
-    eprintln!("{property}: REDUCE_PROPTEST_SEED={seed}");
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let config = Config {
-        cases: env("REDUCE_PROPTEST_CASES").unwrap_or(256) as u32,
-        failure_persistence: None,
-        ..Config::default()
-    };
-    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
-}
-
 /// Any input (ordinary values, the type's specials, values over its whole exponent range; up to two full
 /// chunks and a short one), at any offset, under any chunk block size, grid cap and combine block: the
 /// CPU algorithm's bits.

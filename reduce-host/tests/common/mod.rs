@@ -416,3 +416,25 @@ pub fn download<T: TestElement>(slice: &DeviceSlice<T>) -> Vec<T> {
     slice.copy_to(&mut v[..]).expect("download");
     v
 }
+
+/// A proptest runner of `REDUCE_PROPTEST_CASES` cases (256 by default), seeded by `REDUCE_PROPTEST_SEED` if
+/// set, else a fresh seed; the seed is printed first either way, so a failure can be replayed.
+pub fn runner(property: &str) -> proptest::test_runner::TestRunner {
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
+    let seed = env("REDUCE_PROPTEST_SEED").unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        t.as_nanos() as u64 ^ u64::from(std::process::id())
+    });
+    eprintln!("{property}: REDUCE_PROPTEST_SEED={seed}");
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let config = Config {
+        cases: env("REDUCE_PROPTEST_CASES").unwrap_or(256) as u32,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+}

@@ -336,17 +336,8 @@ impl DeviceReduce {
         out: DeviceViewMut<'_, Acc>,
         stream: StreamRef<'_>,
     ) -> Result<()> {
-        if out.is_empty() {
-            return Err(Error::InvalidArgument(
-                "the output slice must hold at least one element".into(),
-            ));
-        }
         let home = out.home();
-        let out = Span::of_view(
-            &self.gpu,
-            out.as_view().get(..1).expect("not empty"),
-            "output",
-        )?;
+        let out = Span::of_first(&self.gpu, &out, "output")?;
         Span::of_view(&self.gpu, input, "input")?.disjoint(&out, "input", "output")?;
         let _current = self.make_current()?;
         self.enqueue::<T, Acc>(op, input, (out.as_mut_ptr(), home), Some(stream))

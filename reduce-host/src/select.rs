@@ -297,17 +297,8 @@ impl DeviceSelect {
         count: DeviceViewMut<'_, u64>,
         stream: StreamRef<'_>,
     ) -> Result<()> {
-        if count.is_empty() {
-            return Err(Error::InvalidArgument(
-                "the count slice must hold at least one element".into(),
-            ));
-        }
         let count_home = count.home();
-        let count = Span::of_view(
-            &self.gpu,
-            count.as_view().get(..1).expect("not empty"),
-            "count",
-        )?;
+        let count = Span::of_first(&self.gpu, &count, "count")?;
         let input_span = Span::of_view(&self.gpu, input, "input")?;
         input_span.disjoint(&count, "input", "count")?;
         Span::of_view_mut(&self.gpu, &out, "output")?.disjoint(&count, "output", "count")?;

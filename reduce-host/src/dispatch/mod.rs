@@ -47,6 +47,15 @@ impl<T> Span<T> {
         Span::from_raw(gpu, view.as_raw(), view.len() as u64, what)
     }
 
+    /// The first element of `view`, where an async call writes its one result; an empty view is an
+    /// `InvalidArgument`.
+    pub fn of_first(gpu: &Gpu, view: &DeviceViewMut<'_, T>, what: &str) -> Result<Self> {
+        let first = view.as_view().get(..1).ok_or_else(|| {
+            Error::InvalidArgument(format!("the {what} slice must hold at least one element"))
+        })?;
+        Span::of_view(gpu, first, what)
+    }
+
     /// Refuses two spans of one call that share a byte: an output must not alias an input (the kernels
     /// read inputs through the non-coherent cache) or another output.
     pub fn disjoint<U>(&self, other: &Span<U>, what: &str, other_what: &str) -> Result<()> {

@@ -85,15 +85,19 @@ write_views!(CudaSlice<T>, CudaViewMut<'b, T>);
 /// The distinct homes other than `stream` itself. A capturing stream is left alone: an event recorded
 /// outside a capture cannot be waited on inside it (the caller orders graphs, as for every handle).
 fn others(homes: &[Home], stream: StreamRef<'_>) -> Result<Vec<StreamRef<'static>>> {
-    if driver::capturing(stream)? {
+    let mut raw: Vec<usize> = homes
+        .iter()
+        .filter_map(|h| h.0)
+        .filter(|&r| r != stream.as_raw() as usize)
+        .collect();
+    // Most calls have no cudarc memory: no driver query for them.
+    if raw.is_empty() || driver::capturing(stream)? {
         return Ok(Vec::new());
     }
-    let mut raw: Vec<usize> = homes.iter().filter_map(|h| h.0).collect();
     raw.sort_unstable();
     raw.dedup();
     Ok(raw
         .into_iter()
-        .filter(|&r| r != stream.as_raw() as usize)
         // SAFETY: each home belongs to cudarc memory the call's views borrow, which holds its stream alive
         // for the call; the StreamRef does not leave this module's two functions.
         .map(|r| unsafe { StreamRef::from_raw(r as cust::sys::CUstream) })

@@ -324,7 +324,9 @@ impl DeviceReduce {
     ) -> Result<Acc> {
         let _current = self.make_current()?;
         let out = self.scratch.result.as_device_ptr().as_raw();
-        self.enqueue::<T, Acc>(op, input, (out as *mut Acc, Home::default()), None)?;
+        let homes = [input.home(), Home::default()];
+        let input = Span::of_view(&self.gpu, input, "input")?;
+        self.enqueue::<T, Acc>(op, input, out as *mut Acc, homes, None)?;
         // SAFETY: the kernels just enqueued write an `Acc` to `out` on the handle's stream.
         unsafe { driver::read_back::<Acc>(out, StreamRef::from(&*self.stream)) }
     }
@@ -336,23 +338,23 @@ impl DeviceReduce {
         out: DeviceViewMut<'_, Acc>,
         stream: StreamRef<'_>,
     ) -> Result<()> {
-        let home = out.home();
+        let homes = [input.home(), out.home()];
         let out = Span::of_first(&self.gpu, &out, "output")?;
-        Span::of_view(&self.gpu, input, "input")?.disjoint(&out, "input", "output")?;
+        let input = Span::of_view(&self.gpu, input, "input")?;
+        input.disjoint(&out, "input", "output")?;
         let _current = self.make_current()?;
-        self.enqueue::<T, Acc>(op, input, (out.as_mut_ptr(), home), Some(stream))
+        self.enqueue::<T, Acc>(op, input, out.as_mut_ptr(), homes, Some(stream))
     }
 
     fn enqueue<T: Element, Acc>(
         &mut self,
         op: Op,
-        input: DeviceView<'_, T>,
-        (out, out_home): (*mut Acc, Home),
+        input: Span<T>,
+        out: *mut Acc,
+        homes: [Home; 2],
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
         let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
-        let homes = [input.home(), out_home];
-        let input = Span::of_view(&self.gpu, input, "input")?;
         if op == Op::Sum && self.determinism.reproducible_sum(T::ELEM) {
             // SAFETY: as below; for a float sum `Acc` is the f32 or f64 result the kernels write.
             return stream::ordered(&homes, stream, || unsafe {
@@ -370,7 +372,7 @@ impl DeviceReduce {
         let strategy = self
             .combine
             .resolve(input.len * std::mem::size_of::<T>() as u64);
-        // SAFETY: `input` is a borrowed view and `out` holds one `Acc` (the handle's result slot, or a
+        // SAFETY: `input` is a checked, borrowed view and `out` holds one `Acc` (the handle's result slot, or a
         // non-empty slice the caller keeps alive until `stream` passes this work).
         stream::ordered(&homes, stream, || unsafe {
             dispatch::reduce::enqueue(

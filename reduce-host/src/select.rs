@@ -278,13 +278,10 @@ impl DeviceSelect {
     ) -> Result<u64> {
         let _current = self.gpu.make_current()?;
         let count = self.count.as_device_ptr().as_raw();
-        self.enqueue(
-            selection,
-            input,
-            out,
-            (count as *mut u64, Home::default()),
-            None,
-        )?;
+        let homes = [input.home(), out.home(), Home::default()];
+        let input = Span::of_view(&self.gpu, input, "input")?;
+        let out = Span::of_view_mut(&self.gpu, &out, "output")?;
+        self.enqueue(selection, (input, out), count as *mut u64, homes, None)?;
         // SAFETY: the kernels just enqueued write the count, a u64, on the handle's stream.
         unsafe { driver::read_back::<u64>(count, StreamRef::from(&*self.stream)) }
     }
@@ -297,31 +294,33 @@ impl DeviceSelect {
         count: DeviceViewMut<'_, u64>,
         stream: StreamRef<'_>,
     ) -> Result<()> {
-        let count_home = count.home();
+        let homes = [input.home(), out.home(), count.home()];
         let count = Span::of_first(&self.gpu, &count, "count")?;
-        let input_span = Span::of_view(&self.gpu, input, "input")?;
-        input_span.disjoint(&count, "input", "count")?;
-        Span::of_view_mut(&self.gpu, &out, "output")?.disjoint(&count, "output", "count")?;
+        let input = Span::of_view(&self.gpu, input, "input")?;
+        input.disjoint(&count, "input", "count")?;
+        let out = Span::of_view_mut(&self.gpu, &out, "output")?;
+        out.disjoint(&count, "output", "count")?;
         if let Selection::Flagged { flags, .. } = &selection {
             flags.disjoint(&count, "flags", "count")?;
         }
         let _current = self.gpu.make_current()?;
         self.enqueue(
             selection,
-            input,
-            out,
-            (count.as_mut_ptr(), count_home),
+            (input, out),
+            count.as_mut_ptr(),
+            homes,
             Some(stream),
         )
     }
 
-    /// Checks the slices and hands the call to the dispatch, on `stream` (the handle's if none).
+    /// Checks the slices against each other and hands the call to the dispatch, on `stream` (the handle's if
+    /// none).
     fn enqueue<T: SelectElement>(
         &mut self,
         selection: Selection<T>,
-        input: DeviceView<'_, T>,
-        out: DeviceViewMut<'_, T>,
-        (count, count_home): (*mut u64, Home),
+        (input, out): (Span<T>, Span<T>),
+        count: *mut u64,
+        [input_home, out_home, count_home]: [Home; 3],
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
         let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
@@ -329,9 +328,7 @@ impl DeviceSelect {
             Selection::Flagged { home, .. } => *home,
             _ => Home::default(),
         };
-        let homes = [input.home(), out.home(), count_home, flags_home];
-        let input = Span::of_view(&self.gpu, input, "input")?;
-        let out = Span::of_view_mut(&self.gpu, &out, "output")?;
+        let homes = [input_home, out_home, count_home, flags_home];
         input.disjoint(&out, "input", "output")?;
         if let Selection::Flagged { flags, .. } = &selection {
             flags.disjoint(&out, "flags", "output")?;
@@ -342,7 +339,7 @@ impl DeviceSelect {
                 out.len, input.len
             )));
         }
-        // SAFETY: `input` and `out` are borrowed, disjoint views, `out` at least as long; `count` holds one u64 (the
+        // SAFETY: `input` and `out` are checked, borrowed, disjoint views, `out` at least as long; `count` holds one u64 (the
         // handle's slot, or a non-empty slice the caller keeps alive until `stream` passes this work).
         stream::ordered(&homes, stream, || unsafe {
             dispatch::select::enqueue(

@@ -111,28 +111,21 @@ fn gpu_matches_cpu<T: Repro>() {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
-fn f32_bits_equal_the_cpu_algorithm() {
-    gpu_matches_cpu::<f32>();
+/// `#[test] fn <name>() { gpu_matches_cpu::<T>() }` for each listed type.
+macro_rules! bits_equal_the_cpu_algorithm {
+    ($($name:ident: $t:ty;)*) => {$(
+        #[test]
+        #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+        fn $name() {
+            gpu_matches_cpu::<$t>();
+        }
+    )*};
 }
-
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
-fn f64_bits_equal_the_cpu_algorithm() {
-    gpu_matches_cpu::<f64>();
-}
-
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
-fn f16_bits_equal_the_cpu_algorithm() {
-    gpu_matches_cpu::<F16>();
-}
-
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
-fn bf16_bits_equal_the_cpu_algorithm() {
-    gpu_matches_cpu::<BF16>();
+bits_equal_the_cpu_algorithm! {
+    f32_bits_equal_the_cpu_algorithm: f32;
+    f64_bits_equal_the_cpu_algorithm: f64;
+    f16_bits_equal_the_cpu_algorithm: F16;
+    bf16_bits_equal_the_cpu_algorithm: BF16;
 }
 
 /// Every launch shape, offset and stream gives the CPU's bits.

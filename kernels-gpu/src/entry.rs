@@ -22,6 +22,7 @@ macro_rules! op_type {
     (min $t:ty) => { crate::op::Min<$t> };
     (argmax $t:ty) => { crate::op::ArgMax<$t> };
     (argmin $t:ty) => { crate::op::ArgMin<$t> };
+    (softmax $t:ty) => { crate::softmax::Softmax<$t> };
 }
 
 /// The atomic kernel, for sums only.
@@ -79,6 +80,62 @@ macro_rules! reduce_kernels {
 mod reduce {
     use super::*;
     reduce_contract::reduce_pairs!(reduce_kernels);
+}
+
+/// Exports the four per-segment kernels of each `(op, type)` pair: `segmented_{tile,block,split,combine}_<op>_<type>`.
+macro_rules! segmented_kernels {
+    ($($op:ident $ty:ident),* $(,)?) => {$(
+        mod ${concat($op, _, $ty)} {
+            use super::*;
+            type Op = op_type!($op elem::$ty);
+            type Params = crate::segmented::Params<Op>;
+
+            /// # Safety
+            /// See [`crate::segmented::tile`].
+            #[unsafe(export_name = kernel_name!(segmented tile $op $ty))]
+            pub unsafe extern "ptx-kernel" fn tile(p: Params) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::segmented::tile::<Op>(p) }
+            }
+
+            /// # Safety
+            /// See [`crate::segmented::block`].
+            #[unsafe(export_name = kernel_name!(segmented block $op $ty))]
+            pub unsafe extern "ptx-kernel" fn block(p: Params) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::segmented::block::<Op>(p) }
+            }
+
+            /// # Safety
+            /// See [`crate::segmented::split`].
+            #[unsafe(export_name = kernel_name!(segmented split $op $ty))]
+            pub unsafe extern "ptx-kernel" fn split(p: Params) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::segmented::split::<Op>(p) }
+            }
+
+            /// # Safety
+            /// See [`crate::segmented::combine`].
+            #[unsafe(export_name = kernel_name!(segmented combine $op $ty))]
+            pub unsafe extern "ptx-kernel" fn combine(p: Params) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::segmented::combine::<Op>(p) }
+            }
+        }
+    )*};
+}
+
+/// The softmax types as `softmax <type>` pairs for [`segmented_kernels`].
+macro_rules! softmax_kernels {
+    ($($ty:ident),* $(,)?) => {
+        segmented_kernels!($(softmax $ty),*);
+    };
+}
+
+mod segmented {
+    use super::*;
+    reduce_contract::reduce_pairs!(segmented_kernels);
+    reduce_contract::softmax_types!(softmax_kernels);
 }
 
 /// Exports the seed's teaching kernels as `seed_v0` … `seed_v5`; each writes one partial per block.

@@ -15,6 +15,8 @@
 //! | [`lookback`] | decoupled look-back: the device-wide scan of per-tile counts in a single pass |
 //! | [`thread`] | one thread's grid-stride pass over a slice with 16-byte loads and unaligned head/tail |
 //! | [`device`] | device-wide kernel bodies: partials, the three ways to combine them |
+//! | [`softmax`] | the online-softmax statistics `(max, Σ exp(x − max))` as a reduction operator |
+//! | [`segmented`] | per-segment (row, offset-range) reductions: tile, block and split kernels |
 //! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
 //! | [`select`] | stream compaction: unordered (warp-aggregated atomics) and stable (look-back) |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |
@@ -82,8 +84,10 @@ pub mod histogram;
 pub mod lookback;
 pub mod op;
 pub mod seed;
+pub mod segmented;
 pub mod select;
 pub mod shuffle;
+pub mod softmax;
 pub mod thread;
 pub mod tile;
 pub mod tile_tests;

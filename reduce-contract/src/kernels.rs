@@ -46,6 +46,16 @@ macro_rules! kernel_name {
             stringify!($ty)
         )
     };
+    (segmented $kind:ident $op:ident $ty:ident) => {
+        concat!(
+            "segmented_",
+            stringify!($kind),
+            "_",
+            stringify!($op),
+            "_",
+            stringify!($ty)
+        )
+    };
     (select_flagged $ty:ident) => {
         concat!("select_flagged_", stringify!($ty))
     };
@@ -79,6 +89,16 @@ macro_rules! reduce_pairs {
             sum u64, max u64, min u64, argmax u64, argmin u64,
             sum u8, max u8, min u8, argmax u8, argmin u8,
         }
+    };
+}
+
+/// Calls `$cb! { ty, ... }` with every element type of the fused softmax statistics, in [`Sample`] order
+/// (the float types that models keep activations in). Each has the four segmented kernels
+/// ([`SegmentedKernel`] order), named with the operator `softmax`.
+#[macro_export]
+macro_rules! softmax_types {
+    ($cb:ident) => {
+        $cb! { f32, f16, bf16 }
     };
 }
 
@@ -145,7 +165,8 @@ pub enum Elem {
     U8,
 }
 
-/// A sample type of the even-bin histogram.
+/// A 32- or 16-bit float type: the samples of the even-bin histogram, and the elements of the fused softmax
+/// statistics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum Sample {
@@ -184,6 +205,10 @@ pub enum Module {
     Seed,
     /// Kernels only tests and benchmarks use: `util_spin`, `test_block_scan`, then the tile tests.
     Testing,
+    /// Per-segment reductions: `tile`, `block`, `split`, `combine` ([`SegmentedKernel`] order).
+    Segmented(Op, Elem),
+    /// Per-segment softmax statistics (max and Σ exp(x − max)), the same four kernels.
+    Softmax(Sample),
 }
 
 const OPS: usize = 5;
@@ -195,10 +220,12 @@ const SELECT_BASE: usize = BYTES_INDEX + 1;
 const FLAGGED_INDEX: usize = SELECT_BASE + 4;
 const SEED_INDEX: usize = FLAGGED_INDEX + 1;
 const TESTING_INDEX: usize = SEED_INDEX + 1;
+const SEGMENTED_BASE: usize = TESTING_INDEX + 1;
+const SOFTMAX_BASE: usize = SEGMENTED_BASE + OPS * ELEMS;
 
 impl Module {
     /// How many modules there are: [`index`](Self::index) is below this.
-    pub const COUNT: usize = TESTING_INDEX + 1;
+    pub const COUNT: usize = SOFTMAX_BASE + 3;
 
     /// A dense index in `0..COUNT`, the module's position in [`modules`].
     pub const fn index(self) -> usize {
@@ -210,6 +237,8 @@ impl Module {
             Module::SelectFlagged => FLAGGED_INDEX,
             Module::Seed => SEED_INDEX,
             Module::Testing => TESTING_INDEX,
+            Module::Segmented(op, elem) => SEGMENTED_BASE + elem as usize * OPS + op as usize,
+            Module::Softmax(sample) => SOFTMAX_BASE + sample as usize,
         }
     }
 
@@ -224,6 +253,8 @@ impl Module {
             Module::SelectFlagged => &SINGLES[1],
             Module::Seed => &SINGLES[2],
             Module::Testing => &SINGLES[3],
+            Module::Segmented(..) => &SEGMENTED[i - SEGMENTED_BASE],
+            Module::Softmax(..) => &SOFTMAX[i - SOFTMAX_BASE],
         }
     }
 
@@ -252,6 +283,8 @@ pub fn modules() -> impl Iterator<Item = &'static ModuleSpec> {
         .chain(&SINGLES[..1])
         .chain(&SELECT)
         .chain(&SINGLES[1..])
+        .chain(&SEGMENTED)
+        .chain(&SOFTMAX)
 }
 
 /// A kernel: its module and its position there.
@@ -274,6 +307,21 @@ pub enum ReduceKernel {
     LastBlock,
     /// Single pass with atomic adds into a zeroed `out` (sums only).
     Atomic,
+}
+
+/// The kernels of a segmented module, in slot order. Every one takes
+/// [`crate::params::SegmentedParams`]; which one runs depends only on the segments' length (see the host's
+/// `dispatch::segmented`), so a segment's reduction order, and its bits, repeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SegmentedKernel {
+    /// Groups of `width` lanes (1 … 32, a power of two) per segment, `256 / width` segments per block.
+    Tile,
+    /// One block per segment.
+    Block,
+    /// `pieces` blocks per segment, each writing one partial (first pass of very long segments).
+    Split,
+    /// One warp per segment combining its `pieces` partials in a fixed order (second pass).
+    Combine,
 }
 
 /// The kernels of a histogram module, in slot order.
@@ -303,6 +351,22 @@ impl Kernel {
     pub const fn reduce(op: Op, elem: Elem, kernel: ReduceKernel) -> Kernel {
         Kernel {
             module: Module::Reduce(op, elem),
+            slot: kernel as u8,
+        }
+    }
+
+    /// A per-segment reduction kernel.
+    pub const fn segmented(op: Op, elem: Elem, kernel: SegmentedKernel) -> Kernel {
+        Kernel {
+            module: Module::Segmented(op, elem),
+            slot: kernel as u8,
+        }
+    }
+
+    /// A per-segment softmax-statistics kernel.
+    pub const fn softmax(sample: Sample, kernel: SegmentedKernel) -> Kernel {
+        Kernel {
+            module: Module::Softmax(sample),
             slot: kernel as u8,
         }
     }
@@ -474,6 +538,30 @@ macro_rules! reduce_table {
 }
 reduce_pairs!(reduce_table);
 
+/// The four kernels of one segmented module, for operator `$op` (`softmax` included).
+macro_rules! segmented_kernels {
+    ($op:ident $ty:ident) => {
+        &[
+            name!(segmented tile $op $ty),
+            name!(segmented block $op $ty),
+            name!(segmented split $op $ty),
+            name!(segmented combine $op $ty),
+        ]
+    };
+}
+
+macro_rules! segmented_table {
+    ($($op:ident $ty:ident),* $(,)?) => {
+        static SEGMENTED: [ModuleSpec; OPS * ELEMS] = [$(ModuleSpec {
+            module: Module::Segmented(op!($op), elem!($ty)),
+            name: concat!("segmented_", stringify!($op), "_", stringify!($ty)),
+            kernels: segmented_kernels!($op $ty),
+        }),*];
+    };
+}
+reduce_pairs!(segmented_table);
+
+
 macro_rules! histogram_table {
     ($($s:ident),* $(,)?) => {
         static HISTOGRAM: [ModuleSpec; 3] = [$(ModuleSpec {
@@ -500,6 +588,17 @@ macro_rules! histogram_sample {
     };
 }
 histogram_samples!(histogram_table);
+
+macro_rules! softmax_table {
+    ($($ty:ident),* $(,)?) => {
+        static SOFTMAX: [ModuleSpec; 3] = [$(ModuleSpec {
+            module: Module::Softmax(histogram_sample!($ty)),
+            name: concat!("segmented_softmax_", stringify!($ty)),
+            kernels: segmented_kernels!(softmax $ty),
+        }),*];
+    };
+}
+softmax_types!(softmax_table);
 
 macro_rules! select_table {
     ($($p:ident $ty:ident),* $(,)?) => {
@@ -579,5 +678,18 @@ const _: () = {
     assert!(SINGLES[1].module.index() == FLAGGED_INDEX);
     assert!(SINGLES[2].module.index() == SEED_INDEX);
     assert!(SINGLES[3].module.index() == TESTING_INDEX);
-    assert!(REDUCE.len() + HISTOGRAM.len() + SELECT.len() + SINGLES.len() == Module::COUNT);
+    let mut i = 0;
+    while i < SEGMENTED.len() {
+        assert!(SEGMENTED[i].module.index() == SEGMENTED_BASE + i);
+        i += 1;
+    }
+    let mut i = 0;
+    while i < SOFTMAX.len() {
+        assert!(SOFTMAX[i].module.index() == SOFTMAX_BASE + i);
+        i += 1;
+    }
+    assert!(
+        REDUCE.len() + HISTOGRAM.len() + SELECT.len() + SINGLES.len() + SEGMENTED.len() + SOFTMAX.len()
+            == Module::COUNT
+    );
 };

@@ -20,4 +20,4 @@ pub mod layout;
 pub mod params;
 
 pub use kernels::{Elem, Kernel, Module, ModuleSpec, Op, Pred, Sample};
-pub use layout::Indexed;
+pub use layout::{Indexed, SoftmaxStats};

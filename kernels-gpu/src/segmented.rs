@@ -158,15 +158,17 @@ pub unsafe fn tile<Op: ReduceOp>(p: Params<Op>)
 where
     Op::In: Vectorize,
 {
-    let w = p.width as u64;
-    let per_warp = 32 / w;
+    // Shifts, not divisions: `width` is a power of two, and a division would carry a divide-by-zero panic.
+    let shift = p.width.trailing_zeros().min(5) as u64;
+    let w = 1u64 << shift;
+    let per_warp = 32 >> shift;
     let lane = arch::lane_id() as u64;
     let rank = lane & (w - 1);
     let warps = arch::grid_threads() / 32;
     let mut base = arch::global_thread_idx() / 32 * per_warp;
     // `base` is the warp's first segment: the same in every lane, so the whole warp reaches each shuffle.
     while base < p.count {
-        let s = base + lane / w;
+        let s = base + (lane >> shift);
         let valid = s < p.count;
         let acc = if valid {
             // SAFETY: s < count; the segment is valid for reads (launch contract, offsets checked).
@@ -223,7 +225,8 @@ where
     Op::In: Vectorize,
 {
     let (t, threads) = (arch::thread_idx() as u64, arch::block_dim() as u64);
-    let pieces = p.pieces as u64;
+    // At least 1, so the divisions below carry no divide-by-zero panic.
+    let pieces = (p.pieces as u64).max(1);
     let total = p.count * pieces;
     let mut b = arch::block_idx() as u64;
     while b < total {

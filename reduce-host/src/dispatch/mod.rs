@@ -5,13 +5,14 @@
 pub(crate) mod histogram;
 pub(crate) mod reduce;
 pub(crate) mod seed;
+pub(crate) mod segmented;
 pub(crate) mod select;
 
 use std::marker::PhantomData;
 
 use cust::stream::Stream;
 use reduce_contract::params::{
-    HistogramParams, LaneParams, ReduceParams, SelectParams, SpinParams,
+    HistogramParams, LaneParams, ReduceParams, SegmentedParams, SelectParams, SpinParams,
 };
 use reduce_contract::{Kernel, Module};
 
@@ -33,6 +34,12 @@ impl<T> Clone for Span<T> {
     }
 }
 impl<T> Copy for Span<T> {}
+
+impl<T> std::fmt::Debug for Span<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Span({:#x}, {})", self.ptr, self.len)
+    }
+}
 
 impl<T> Span<T> {
     /// The span of `view`, checked: a non-empty view must have a non-null address aligned to `T`.
@@ -112,6 +119,7 @@ params! {
     [In, Acc] ReduceParams<In, Acc> => (Module::Reduce(..) | Module::Seed);
     [T, C] HistogramParams<T, C> => (Module::Histogram(_) | Module::HistogramBytes);
     [T] SelectParams<T> => (Module::Select(_) | Module::SelectFlagged);
+    [In, Acc] SegmentedParams<In, Acc> => (Module::Segmented(..) | Module::Softmax(_));
     [X] LaneParams<X> => (Module::Testing);
     [] SpinParams => (Module::Testing);
 }

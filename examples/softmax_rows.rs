@@ -77,7 +77,10 @@ fn run() -> Result<bool, support::BoxError> {
         secs * 1e6,
         (rows * cols * 4) as f64 / secs / 1e9
     );
-    println!("row 0: max {} sum_exp {}", host_stats[0].max, host_stats[0].sum_exp);
+    println!(
+        "row 0: max {} sum_exp {}",
+        host_stats[0].max, host_stats[0].sum_exp
+    );
     println!("worst relative error of a probability: {worst:.2e}");
     println!("{}", if ok { "correct" } else { "WRONG ANSWER" });
     Ok(ok)

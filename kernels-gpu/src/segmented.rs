@@ -107,6 +107,12 @@ unsafe fn fold_with<Op: ReduceOp>(
 where
     Op::In: Vectorize,
 {
+    const {
+        assert!(
+            UNROLL == 4,
+            "a trip loads the four chunks written out below"
+        )
+    };
     let lanes = <Op::In as Vectorize>::LANES as u64;
     let full = seg.len / lanes;
     let stop_full = stop.min(full);
@@ -140,7 +146,10 @@ where
         let mut i = full * lanes;
         while i < seg.len {
             // SAFETY: i < len.
-            acc = Op::combine(acc, Op::lift(unsafe { seg.start.add(i as usize).read() }, i));
+            acc = Op::combine(
+                acc,
+                Op::lift(unsafe { seg.start.add(i as usize).read() }, i),
+            );
             i += 1;
         }
     }
@@ -233,7 +242,8 @@ where
         let (s, piece) = (b / pieces, b % pieces);
         let first = piece * PIECE_CHUNKS;
         // SAFETY: s < count (launch contract).
-        let acc = unsafe { fold_chunks::<Op>(segment(&p, s), first, first + PIECE_CHUNKS, t, threads) };
+        let acc =
+            unsafe { fold_chunks::<Op>(segment(&p, s), first, first + PIECE_CHUNKS, t, threads) };
         // SAFETY: every thread of the block gets here.
         let r = unsafe { block::reduce::<Op>(acc) };
         if t == 0 {
@@ -262,7 +272,9 @@ pub unsafe fn combine<Op: ReduceOp>(p: Params<Op>) {
         let mut i = lane;
         while i < pieces {
             // SAFETY: s · pieces + i < count · pieces.
-            acc = Op::combine(acc, unsafe { p.partials.add((s * pieces + i) as usize).read() });
+            acc = Op::combine(acc, unsafe {
+                p.partials.add((s * pieces + i) as usize).read()
+            });
             i += 32;
         }
         // SAFETY: `s` is warp-uniform, so the whole warp is here.

@@ -64,7 +64,9 @@ unsafe impl Shuffle for SoftmaxStats {
 fn ex2(x: f32) -> f32 {
     let r: f32;
     // SAFETY: a register-only instruction, defined for every input.
-    unsafe { asm!("ex2.approx.f32 {0}, {1};", out(reg32) r, in(reg32) x, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("ex2.approx.f32 {0}, {1};", out(reg32) r, in(reg32) x, options(pure, nomem, nostack))
+    };
     r
 }
 

@@ -561,7 +561,6 @@ macro_rules! segmented_table {
 }
 reduce_pairs!(segmented_table);
 
-
 macro_rules! histogram_table {
     ($($s:ident),* $(,)?) => {
         static HISTOGRAM: [ModuleSpec; 3] = [$(ModuleSpec {
@@ -689,7 +688,12 @@ const _: () = {
         i += 1;
     }
     assert!(
-        REDUCE.len() + HISTOGRAM.len() + SELECT.len() + SINGLES.len() + SEGMENTED.len() + SOFTMAX.len()
+        REDUCE.len()
+            + HISTOGRAM.len()
+            + SELECT.len()
+            + SINGLES.len()
+            + SEGMENTED.len()
+            + SOFTMAX.len()
             == Module::COUNT
     );
 };

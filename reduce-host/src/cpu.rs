@@ -375,10 +375,7 @@ mod tests {
         );
         let ragged = offset_ranges(&[0, 3, 3, 6]);
         assert_eq!(ragged, [0..3, 3..3, 3..6]);
-        assert_eq!(
-            segmented(&xs, &ragged, max),
-            [Some(5.0), None, Some(7.0)]
-        );
+        assert_eq!(segmented(&xs, &ragged, max), [Some(5.0), None, Some(7.0)]);
         #[allow(clippy::reversed_empty_ranges)]
         let bad = [2..1, 4..9];
         assert_eq!(segmented(&xs, &bad, |s| s.len()), [0, 0]);

@@ -544,7 +544,10 @@ mod tests {
         let big = usize::MAX / 2 + 1;
         assert!(invalid(Segments::rows(3, 1, big).layout(u64::MAX)).contains("overflow"));
         assert!(invalid(Segments::fixed(big, 4).layout(u64::MAX)).contains("overflow"));
-        assert!(invalid(Segments::rows(2, usize::MAX, usize::MAX).layout(u64::MAX)).contains("overflow"));
+        assert!(
+            invalid(Segments::rows(2, usize::MAX, usize::MAX).layout(u64::MAX))
+                .contains("overflow")
+        );
     }
 
     #[test]

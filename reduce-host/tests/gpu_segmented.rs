@@ -181,8 +181,16 @@ fn check<T: Extremes>(got: &Results<T>, host: &[T], ranges: &[Range<usize>], wha
             ("argmin", got.argmin[s], cpu::argmin(part), T::highest()),
         ] {
             let (i, v) = want.map_or((u64::MAX, empty), |(i, v)| (i as u64, v));
-            assert_eq!(g.index, i, "{what}: {op} index (value {:?} vs {v:?})", g.value);
-            assert!(same_value(g.value, v), "{what}: {op} value {:?} vs {v:?}", g.value);
+            assert_eq!(
+                g.index, i,
+                "{what}: {op} index (value {:?} vs {v:?})",
+                g.value
+            );
+            assert!(
+                same_value(g.value, v),
+                "{what}: {op} value {:?} vs {v:?}",
+                g.value
+            );
         }
     }
 }
@@ -201,7 +209,12 @@ fn rows_every_length<T: Extremes>() {
             let buf = upload_at(&host, offset);
             let input = DeviceView::from(&buf).slice(offset..offset + host.len());
             let got = run_all(&mut seg, input, Segments::rows(rows, cols, stride));
-            check(&got, &host, &ranges, &format!("rows {rows}×{cols}/{stride} @{offset}"));
+            check(
+                &got,
+                &host,
+                &ranges,
+                &format!("rows {rows}×{cols}/{stride} @{offset}"),
+            );
             let bits = got.bits();
             assert_eq!(
                 first_bits.get_or_insert_with(|| bits.clone()),
@@ -222,10 +235,19 @@ fn fixed_every_length<T: Extremes>() {
         let buf = upload_at(&host, 0);
         let input = DeviceView::from(&buf).slice(..host.len());
         let got = run_all(&mut seg, input, Segments::fixed(count, size));
-        check(&got, &host, &cpu::row_ranges(count, size, size), &format!("fixed {count}×{size}"));
+        check(
+            &got,
+            &host,
+            &cpu::row_ranges(count, size, size),
+            &format!("fixed {count}×{size}"),
+        );
         for _ in 0..3 {
             let again = run_all(&mut seg, input, Segments::fixed(count, size));
-            assert_eq!(got.bits(), again.bits(), "fixed {count}×{size}: runs differ");
+            assert_eq!(
+                got.bits(),
+                again.bits(),
+                "fixed {count}×{size}: runs differ"
+            );
         }
     }
 }
@@ -253,7 +275,12 @@ fn ragged_offsets<T: Extremes>() {
         let o = DeviceView::from(&off);
         let segments = Segments::offsets(o.slice(..count), o.slice(1..));
         let got = run_all(&mut seg, input, segments);
-        check(&got, &host, &cpu::offset_ranges(&offsets), &format!("ragged ≤{max_len}"));
+        check(
+            &got,
+            &host,
+            &cpu::offset_ranges(&offsets),
+            &format!("ragged ≤{max_len}"),
+        );
         let again = run_all(&mut seg, input, segments);
         assert_eq!(got.bits(), again.bits(), "ragged ≤{max_len}: runs differ");
     }
@@ -278,7 +305,11 @@ fn split_rows<T: Extremes>() {
         let got = run_all(&mut seg, input, Segments::rows(rows, cols, stride));
         check(&got, &host, &ranges, &format!("split @{offset}"));
         let bits = got.bits();
-        assert_eq!(first_bits.get_or_insert_with(|| bits.clone()), &bits, "split: offsets differ");
+        assert_eq!(
+            first_bits.get_or_insert_with(|| bits.clone()),
+            &bits,
+            "split: offsets differ"
+        );
         let again = run_all(&mut seg, input, Segments::rows(rows, cols, stride));
         assert_eq!(bits, again.bits(), "split: runs differ");
     }
@@ -293,7 +324,12 @@ fn all_equal_ties<T: Extremes>() {
         let buf = upload_at(&host, 0);
         let input = DeviceView::from(&buf).slice(..host.len());
         let got = run_all(&mut seg, input, Segments::fixed(rows, cols));
-        check(&got, &host, &cpu::row_ranges(rows, cols, cols), &format!("equal ×{cols}"));
+        check(
+            &got,
+            &host,
+            &cpu::row_ranges(rows, cols, cols),
+            &format!("equal ×{cols}"),
+        );
         assert!(got.argmax.iter().chain(&got.argmin).all(|a| a.index == 0));
     }
 }
@@ -301,11 +337,7 @@ fn all_equal_ties<T: Extremes>() {
 /// NaN first, middle, last and twice (the first wins), -0 next to +0, infinities, in rows of each kernel.
 fn nans_and_signed_zeros<T: Extremes + FloatTest>() {
     let mut seg = seg();
-    let (nan, zero, neg_zero) = (
-        T::from_f32(f32::NAN),
-        T::from_f32(0.0),
-        T::from_f32(-0.0),
-    );
+    let (nan, zero, neg_zero) = (T::from_f32(f32::NAN), T::from_f32(0.0), T::from_f32(-0.0));
     let (inf, neg_inf) = (T::from_f32(f32::INFINITY), T::from_f32(f32::NEG_INFINITY));
     for &cols in &[3usize, 33, 1000, 70_000] {
         let rows = 8;
@@ -326,7 +358,12 @@ fn nans_and_signed_zeros<T: Extremes + FloatTest>() {
         let buf = upload_at(&host, 1);
         let input = DeviceView::from(&buf).slice(1..1 + host.len());
         let got = run_all(&mut seg, input, Segments::fixed(rows, cols));
-        check(&got, &host, &cpu::row_ranges(rows, cols, cols), &format!("specials ×{cols}"));
+        check(
+            &got,
+            &host,
+            &cpu::row_ranges(rows, cols, cols),
+            &format!("specials ×{cols}"),
+        );
     }
 }
 
@@ -342,7 +379,10 @@ fn async_variants<T: Extremes>() {
     let mut sum = out(rows, T::Acc::default());
     let mut max = out(rows, hi);
     let mut min = out(rows, lo);
-    let junk = Indexed { value: lo, index: 1 };
+    let junk = Indexed {
+        value: lo,
+        index: 1,
+    };
     let mut argmax = out(rows, junk);
     let mut argmin = out(rows, junk);
     // SAFETY: every buffer outlives the synchronize below.
@@ -350,8 +390,10 @@ fn async_variants<T: Extremes>() {
         seg.sum_async(&buf, segments, &mut sum, &stream).unwrap();
         seg.max_async(&buf, segments, &mut max, &stream).unwrap();
         seg.min_async(&buf, segments, &mut min, &stream).unwrap();
-        seg.argmax_async(&buf, segments, &mut argmax, &stream).unwrap();
-        seg.argmin_async(&buf, segments, &mut argmin, &stream).unwrap();
+        seg.argmax_async(&buf, segments, &mut argmax, &stream)
+            .unwrap();
+        seg.argmin_async(&buf, segments, &mut argmin, &stream)
+            .unwrap();
     }
     stream.synchronize().unwrap();
     let got = Results {
@@ -391,7 +433,10 @@ fn bad_offsets_are_reported_and_never_read() {
     assert_eq!(got[0].index, 9);
     assert!(got[1..].iter().all(|a| a.index == u64::MAX));
     // Good offsets after bad ones: the error word is cleared per call.
-    let good = Segments::offsets(DeviceView::from(&begin).slice(..1), DeviceView::from(&end).slice(..1));
+    let good = Segments::offsets(
+        DeviceView::from(&begin).slice(..1),
+        DeviceView::from(&end).slice(..1),
+    );
     seg.sum(&buf, good, &mut sums).unwrap();
     // Async: no error, the bad segments are empty.
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
@@ -401,7 +446,10 @@ fn bad_offsets_are_reported_and_never_read() {
     assert_eq!(download(&sums, 5), [45.0, 0.0, 0.0, 0.0, 0.0]);
     // Host-side checks: unequal offset arrays, an output overlapping the offsets or the input.
     let uneven = Segments::offsets(DeviceView::from(&begin).slice(..2), &end);
-    assert!(matches!(seg.sum(&buf, uneven, &mut sums), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        seg.sum(&buf, uneven, &mut sums),
+        Err(Error::InvalidArgument(_))
+    ));
     let mut bytes = DeviceBuffer::from_slice(&[0.0f32; 10]).unwrap();
     let mut view = reduce_host::DeviceViewMut::from(&mut bytes);
     // SAFETY: a read-only view of memory the mutable one covers, to provoke the overlap check.
@@ -418,9 +466,19 @@ fn empty_segments_and_no_segments() {
     let mut sums = out(4, -1.0f32);
     seg.sum(&buf, Segments::rows(4, 0, 0), &mut sums).unwrap();
     assert_eq!(download(&sums, 4), [0.0; 4]);
-    let mut arg = out(4, Indexed { value: 1.0f32, index: 3 });
+    let mut arg = out(
+        4,
+        Indexed {
+            value: 1.0f32,
+            index: 3,
+        },
+    );
     seg.argmin(&buf, Segments::rows(4, 0, 2), &mut arg).unwrap();
-    assert!(download(&arg, 4).iter().all(|a| a.index == u64::MAX && a.value == f32::INFINITY));
+    assert!(
+        download(&arg, 4)
+            .iter()
+            .all(|a| a.index == u64::MAX && a.value == f32::INFINITY)
+    );
     // No segments: nothing written, no error, even into an empty output.
     let empty = DeviceView::from(&buf).slice(..0);
     let mut sums = reduce_host::DeviceViewMut::from(&mut sums);
@@ -434,7 +492,7 @@ fn softmax_rows<T: Extremes + FloatTest + SoftmaxElement>() {
     let mut seg = seg();
     let to_f32 = |x: T| cpu::RefElement::to_f64(x) as f32;
     for (k, &cols) in LENGTHS.iter().chain(&[(1usize << 22) + 5]).enumerate() {
-        let rows = rows_for(cols).min(64).max(6);
+        let rows = rows_for(cols).clamp(6, 64);
         let stride = cols + 1;
         // Logits in [-8, 8).
         let mut host: Vec<T> = random_of::<f32>(rows * stride, 40 + k as u64)
@@ -454,7 +512,13 @@ fn softmax_rows<T: Extremes + FloatTest + SoftmaxElement>() {
         for offset in [0, 1] {
             let buf = upload_at(&host, offset);
             let input = DeviceView::from(&buf).slice(offset..offset + host.len());
-            let mut stats = out(rows, SoftmaxStats { max: 7.0, sum_exp: 7.0 });
+            let mut stats = out(
+                rows,
+                SoftmaxStats {
+                    max: 7.0,
+                    sum_exp: 7.0,
+                },
+            );
             seg.softmax_stats(input, Segments::rows(rows, cols, stride), &mut stats)
                 .unwrap();
             let got = download(&stats, rows);
@@ -472,7 +536,11 @@ fn softmax_rows<T: Extremes + FloatTest + SoftmaxElement>() {
                 assert!(((g.sum_exp as f64) - e).abs() <= tol, "{what}");
             }
             let bits = format!("{got:?}");
-            assert_eq!(first_bits.get_or_insert_with(|| bits.clone()), &bits, "softmax ×{cols}");
+            assert_eq!(
+                first_bits.get_or_insert_with(|| bits.clone()),
+                &bits,
+                "softmax ×{cols}"
+            );
             // Finish one ordinary row on the host and compare with the CPU softmax.
             if cols > 0 && rows > 4 {
                 let row = &host[ranges[4].clone()];
@@ -481,7 +549,10 @@ fn softmax_rows<T: Extremes + FloatTest + SoftmaxElement>() {
                 for &x in row.iter().take(50) {
                     let p = (to_f32(x) - g.max).exp() / g.sum_exp;
                     let want = ((to_f32(x) as f64) - m).exp() / e;
-                    assert!((p as f64 - want).abs() <= 1e-5 * want + 1e-12, "softmax p {p} vs {want}");
+                    assert!(
+                        (p as f64 - want).abs() <= 1e-5 * want + 1e-12,
+                        "softmax p {p} vs {want}"
+                    );
                 }
             }
         }

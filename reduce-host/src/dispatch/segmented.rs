@@ -147,9 +147,13 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     }
     let size = size_of::<T>();
     let (plan, len, stride, begin, end) = match layout {
-        Layout::Rows { len, stride, .. } => {
-            (Plan::for_len(len, size)?, len, stride, std::ptr::null(), std::ptr::null())
-        }
+        Layout::Rows { len, stride, .. } => (
+            Plan::for_len(len, size)?,
+            len,
+            stride,
+            std::ptr::null(),
+            std::ptr::null(),
+        ),
         Layout::Offsets { begin, end, .. } => (
             Plan::for_offsets(input.len, count, size),
             0,
@@ -303,6 +307,9 @@ mod tests {
             Plan::Tile { width: 32 }
         );
         assert_eq!(Plan::for_offsets(1 << 28, 1, 4), Plan::Block);
-        assert_eq!(Plan::for_offsets(1 << 20, 1 << 20, 4), Plan::Tile { width: 1 });
+        assert_eq!(
+            Plan::for_offsets(1 << 20, 1 << 20, 4),
+            Plan::Tile { width: 1 }
+        );
     }
 }

@@ -19,7 +19,9 @@ run() {
 for bin in gpu_reduce gpu_seed gpu_determinism gpu_tiles gpu_histogram; do run memcheck $bin; done
 run memcheck gpu_select --skip random_data
 run memcheck gpu_types f32
+run memcheck gpu_segmented
 for tool in racecheck synccheck; do
+    run $tool gpu_segmented f32
     run $tool gpu_seed
     run $tool gpu_determinism
     run $tool gpu_tiles

@@ -61,9 +61,15 @@ fn seg() -> DeviceSegmentedReduce {
 /// Segment lengths that reach every kernel: narrow tiles (0 … 128 f32), a warp (… 8192), a block.
 const LENGTHS: [usize; 10] = [0, 1, 3, 31, 32, 33, 127, 1000, 5000, 70_000];
 
-/// Rows for a length: enough segments to fill several blocks of every tile width, at most ~4M elements.
+/// Rows for a length: enough segments to fill several blocks of every tile width, at most ~4M elements
+/// (fewer under `REDUCE_TEST_MAX_N`).
 fn rows_for(len: usize) -> usize {
-    ((1usize << 22) / len.max(1)).clamp(3, 600)
+    ((1usize << 22).min(max_n()) / len.max(1)).clamp(3, 600)
+}
+
+/// Whether `rows` segments of `len` fit the `REDUCE_TEST_MAX_N` budget (for slow sanitizer runs).
+fn fits(rows: usize, len: usize) -> bool {
+    rows.saturating_mul(len) <= max_n().max(64)
 }
 
 /// The identities an empty segment gets from max and min (the device writes them).
@@ -199,7 +205,7 @@ fn check<T: Extremes>(got: &Results<T>, host: &[T], ranges: &[Range<usize>], wha
 /// unaligned rows read with scalar loads): results against the CPU, and the same bits at every offset.
 fn rows_every_length<T: Extremes>() {
     let mut seg = seg();
-    for (k, &cols) in LENGTHS.iter().enumerate() {
+    for (k, &cols) in LENGTHS.iter().enumerate().filter(|(_, c)| fits(3, **c)) {
         let rows = rows_for(cols);
         let stride = cols + 3;
         let host = random_of::<T>(rows * stride, k as u64);
@@ -229,7 +235,12 @@ fn rows_every_length<T: Extremes>() {
 /// and repeated runs give the same bits.
 fn fixed_every_length<T: Extremes>() {
     let mut seg = seg();
-    for (k, &size) in LENGTHS.iter().chain(&[4, 8, 64, 1024]).enumerate() {
+    for (k, &size) in LENGTHS
+        .iter()
+        .chain(&[4, 8, 64, 1024])
+        .enumerate()
+        .filter(|(_, c)| fits(3, **c))
+    {
         let count = rows_for(size);
         let host = random_of::<T>(count * size, 100 + k as u64);
         let buf = upload_at(&host, 0);
@@ -256,8 +267,11 @@ fn fixed_every_length<T: Extremes>() {
 fn ragged_offsets<T: Extremes>() {
     let mut seg = seg();
     let mut r = rng(77);
-    for max_len in [4usize, 40, 400, 10_000, 200_000] {
-        let count = ((1usize << 21) / max_len.max(1)).clamp(5, 3000);
+    for max_len in [4usize, 40, 400, 10_000, 200_000]
+        .into_iter()
+        .filter(|&m| fits(5, m))
+    {
+        let count = ((1usize << 21).min(max_n()) / max_len.max(1)).clamp(5, 3000);
         let mut offsets = vec![0u64];
         for i in 0..count {
             let len = if i % 7 == 3 {
@@ -291,6 +305,9 @@ fn split_rows<T: Extremes>() {
     let mut seg = seg();
     let cols = (1usize << 22) + 5;
     let rows = 3;
+    if !fits(rows, cols) {
+        return;
+    }
     let stride = cols + 1;
     let mut host = random_of::<T>(rows * stride, 9);
     // A maximum planted late in row 1 and a tie of it later still: argmax must find the first.
@@ -318,7 +335,7 @@ fn split_rows<T: Extremes>() {
 /// Every element equal: argmax and argmin give index 0 of every segment, at every length.
 fn all_equal_ties<T: Extremes>() {
     let mut seg = seg();
-    for &cols in LENGTHS.iter().filter(|&&c| c > 0) {
+    for &cols in LENGTHS.iter().filter(|&&c| c > 0 && fits(3, c)) {
         let rows = rows_for(cols).min(50);
         let host = vec![T::some_value(); rows * cols];
         let buf = upload_at(&host, 0);
@@ -339,7 +356,7 @@ fn nans_and_signed_zeros<T: Extremes + FloatTest>() {
     let mut seg = seg();
     let (nan, zero, neg_zero) = (T::from_f32(f32::NAN), T::from_f32(0.0), T::from_f32(-0.0));
     let (inf, neg_inf) = (T::from_f32(f32::INFINITY), T::from_f32(f32::NEG_INFINITY));
-    for &cols in &[3usize, 33, 1000, 70_000] {
+    for &cols in [3usize, 33, 1000, 70_000].iter().filter(|&&c| fits(8, c)) {
         let rows = 8;
         let mut host = random_of::<T>(rows * cols, cols as u64);
         host[0] = nan; // row 0: NaN first
@@ -491,7 +508,12 @@ fn empty_segments_and_no_segments() {
 fn softmax_rows<T: Extremes + FloatTest + SoftmaxElement>() {
     let mut seg = seg();
     let to_f32 = |x: T| cpu::RefElement::to_f64(x) as f32;
-    for (k, &cols) in LENGTHS.iter().chain(&[(1usize << 22) + 5]).enumerate() {
+    for (k, &cols) in LENGTHS
+        .iter()
+        .chain(&[(1usize << 22) + 5])
+        .enumerate()
+        .filter(|(_, c)| fits(6, **c))
+    {
         let rows = rows_for(cols).clamp(6, 64);
         let stride = cols + 1;
         // Logits in [-8, 8).

@@ -82,7 +82,7 @@ mod reduce {
     reduce_contract::reduce_pairs!(reduce_kernels);
 }
 
-/// Exports the four per-segment kernels of each `(op, type)` pair: `segmented_{tile,block,split,combine}_<op>_<type>`.
+/// Exports the three per-segment kernels of each `(op, type)` pair: `segmented_{tile,block,combine}_<op>_<type>`.
 macro_rules! segmented_kernels {
     ($($op:ident $ty:ident),* $(,)?) => {$(
         mod ${concat($op, _, $ty)} {
@@ -104,14 +104,6 @@ macro_rules! segmented_kernels {
             pub unsafe extern "ptx-kernel" fn block(p: Params) {
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
                 unsafe { crate::segmented::block::<Op>(p) }
-            }
-
-            /// # Safety
-            /// See [`crate::segmented::split`].
-            #[unsafe(export_name = kernel_name!(segmented split $op $ty))]
-            pub unsafe extern "ptx-kernel" fn split(p: Params) {
-                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::segmented::split::<Op>(p) }
             }
 
             /// # Safety

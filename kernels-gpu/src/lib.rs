@@ -16,7 +16,7 @@
 //! | [`thread`] | one thread's grid-stride pass over a slice with 16-byte loads and unaligned head/tail |
 //! | [`device`] | device-wide kernel bodies: partials, the three ways to combine them |
 //! | [`softmax`] | the online-softmax statistics `(max, Σ exp(x − max))` as a reduction operator |
-//! | [`segmented`] | per-segment (row, offset-range) reductions: tile, block and split kernels |
+//! | [`segmented`] | per-segment (row, offset-range) reductions: tile, block and combine kernels |
 //! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
 //! | [`select`] | stream compaction: unordered (warp-aggregated atomics) and stable (look-back) |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |

@@ -1,7 +1,7 @@
 //! Per-segment reductions: one result per row of a matrix, or per `begin[s] .. end[s]` range of an input.
 //!
 //! Every kernel cuts a segment into 16-byte **chunks** (`LANES` elements; the last one may be partial) and
-//! deals them to `w` cooperating threads round robin: thread `r` folds chunks `r, r + w, r + 2w, …` (four
+//! deals them to `w` cooperating threads round robin: thread `r` folds chunks `r, r + w, r + 2w, …` (two
 //! at a time), then the `w` partials meet in a fixed shuffle (or block) tree. A chunk is read with one
 //! 16-byte load when the segment starts 16-byte aligned and with `LANES` scalar loads otherwise; both give
 //! the same values in the same order, so a segment's result depends only on its values and on `w`, which
@@ -10,18 +10,20 @@
 //! | kernel | threads per segment | for |
 //! |---|---|---|
 //! | [`tile`] | `width` lanes (1 … 32) of a warp | short segments, `32 / width` per warp |
-//! | [`block`] | a block | long segments |
-//! | [`split`] + [`combine`] | `pieces` blocks, then a warp over their partials | very long segments |
+//! | [`block`] with one piece | a block | long segments |
+//! | [`block`] + [`combine`] | `pieces` blocks, then a warp over their partials | very long segments |
 //!
 //! Offsets are read on the device and checked there: a segment with `end < begin` or `end > n` is never
 //! read; it reduces as empty and sets the error word, which the host turns into an error.
 use crate::arch::{self, Vec16};
 use crate::block;
 use crate::op::ReduceOp;
-use crate::thread::{UNROLL, Vectorize};
+use crate::thread::Vectorize;
 use crate::warp::{self, FULL_MASK};
-use reduce_contract::layout::PIECE_CHUNKS;
 use reduce_contract::params::SegmentedParams;
+
+/// Chunks each thread loads per trip of [`fold_with`]'s main loop.
+const TRIP_CHUNKS: usize = 2;
 
 /// One segment: the address of its first element and its length.
 #[derive(Clone, Copy)]
@@ -107,12 +109,6 @@ unsafe fn fold_with<Op: ReduceOp>(
 where
     Op::In: Vectorize,
 {
-    const {
-        assert!(
-            UNROLL == 4,
-            "a trip loads the four chunks written out below"
-        )
-    };
     let lanes = <Op::In as Vectorize>::LANES as u64;
     let full = seg.len / lanes;
     let stop_full = stop.min(full);
@@ -120,9 +116,11 @@ where
     let chunk = |c: u64| load(unsafe { seg.start.add((c * lanes) as usize) });
     let mut acc = Op::identity();
     let mut c = first + r;
-    while c + (UNROLL - 1) * w < stop_full {
-        // All loads first: UNROLL independent loads in flight.
-        let x = [chunk(c), chunk(c + w), chunk(c + 2 * w), chunk(c + 3 * w)];
+    while c + w < stop_full {
+        // Both loads first, then the arithmetic. Two chunks a trip, not the four of the device-wide kernels:
+        // every kernel here holds the fold twice (16-byte and scalar loads), and the segmented modules
+        // would double the embedded images; 256-thread blocks still keep 8 KiB in flight each.
+        let x = [chunk(c), chunk(c + w)];
         // Element i of the run is lane i % LANES of chunk i / LANES; indices grow with i.
         let get = |i: usize| {
             let (k, j) = (i / lanes as usize, i % lanes as usize);
@@ -131,8 +129,8 @@ where
                 (c + k as u64 * w) * lanes + j as u64,
             )
         };
-        acc = Op::fold_run(acc, UNROLL as usize * lanes as usize, get);
-        c += UNROLL * w;
+        acc = Op::fold_run(acc, TRIP_CHUNKS * lanes as usize, get);
+        c += TRIP_CHUNKS as u64 * w;
     }
     while c < stop_full {
         let x = chunk(c);
@@ -195,41 +193,15 @@ where
     }
 }
 
-/// One block per segment, blocks striding over the segments; thread 0 writes `out[s]`.
+/// `pieces` blocks per segment: block `b` reduces piece `b % pieces` (chunks `piece · p.piece` up to the
+/// next piece's) of segment `b / pieces` into `partials[b]`, blocks striding over `count · pieces`. With one
+/// piece of `u64::MAX` chunks and `partials` = `out`, that is a block per segment writing its result.
 ///
 /// # Safety
-/// As [`tile`]; every thread of the block runs it, with the block reduction's shared memory.
+/// As [`tile`]; every thread of the block runs it, with the block reduction's shared memory; `partials`
+/// valid for `count · pieces` writes; rows only when `pieces > 1` (`pieces` per segment is one number).
 #[inline(always)]
 pub unsafe fn block<Op: ReduceOp>(p: Params<Op>)
-where
-    Op::In: Vectorize,
-{
-    let (t, threads) = (arch::thread_idx() as u64, arch::block_dim() as u64);
-    let mut s = arch::block_idx() as u64;
-    while s < p.count {
-        // SAFETY: s < count (launch contract, offsets checked).
-        let acc = unsafe { fold_chunks::<Op>(segment(&p, s), 0, u64::MAX, t, threads) };
-        // SAFETY: every thread of the block gets here (`s` is the same in all of them).
-        let r = unsafe { block::reduce::<Op>(acc) };
-        if t == 0 {
-            // SAFETY: s < count results.
-            unsafe { p.out.add(s as usize).write(r) };
-        }
-        // The next round's block reduction reuses the shared slots warp 0 just read.
-        // SAFETY: every thread of the block gets here.
-        unsafe { arch::sync_threads() };
-        s += arch::grid_dim() as u64;
-    }
-}
-
-/// First pass over very long rows: block `b` reduces piece `b % pieces` (chunks `piece · PIECE_CHUNKS`
-/// onwards) of segment `b / pieces` into `partials[b]`.
-///
-/// # Safety
-/// As [`block`]; `partials` valid for `count · pieces` writes; rows only (`pieces` per segment is one
-/// number).
-#[inline(always)]
-pub unsafe fn split<Op: ReduceOp>(p: Params<Op>)
 where
     Op::In: Vectorize,
 {
@@ -238,18 +210,20 @@ where
     let pieces = (p.pieces as u64).max(1);
     let total = p.count * pieces;
     let mut b = arch::block_idx() as u64;
+    // `b` is the same in every thread of the block, so all of them reach each barrier.
     while b < total {
         let (s, piece) = (b / pieces, b % pieces);
-        let first = piece * PIECE_CHUNKS;
-        // SAFETY: s < count (launch contract).
-        let acc =
-            unsafe { fold_chunks::<Op>(segment(&p, s), first, first + PIECE_CHUNKS, t, threads) };
+        let first = piece.saturating_mul(p.piece);
+        let stop = first.saturating_add(p.piece);
+        // SAFETY: s < count (launch contract, offsets checked).
+        let acc = unsafe { fold_chunks::<Op>(segment(&p, s), first, stop, t, threads) };
         // SAFETY: every thread of the block gets here.
         let r = unsafe { block::reduce::<Op>(acc) };
         if t == 0 {
             // SAFETY: b < count · pieces partials.
             unsafe { p.partials.add(b as usize).write(r) };
         }
+        // The next round's block reduction reuses the shared slots warp 0 just read.
         // SAFETY: every thread of the block gets here.
         unsafe { arch::sync_threads() };
         b += arch::grid_dim() as u64;
@@ -260,7 +234,7 @@ where
 /// fixed shuffle tree; lane 0 writes `out[s]`.
 ///
 /// # Safety
-/// `partials` valid for `count · pieces` reads (written by [`split`] before), `out` for `count` writes.
+/// `partials` valid for `count · pieces` reads (written by [`block`] before), `out` for `count` writes.
 #[inline(always)]
 pub unsafe fn combine<Op: ReduceOp>(p: Params<Op>) {
     let pieces = p.pieces as u64;

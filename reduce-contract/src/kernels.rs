@@ -93,7 +93,7 @@ macro_rules! reduce_pairs {
 }
 
 /// Calls `$cb! { ty, ... }` with every element type of the fused softmax statistics, in [`Sample`] order
-/// (the float types that models keep activations in). Each has the four segmented kernels
+/// (the float types that models keep activations in). Each has the three segmented kernels
 /// ([`SegmentedKernel`] order), named with the operator `softmax`.
 #[macro_export]
 macro_rules! softmax_types {
@@ -205,9 +205,9 @@ pub enum Module {
     Seed,
     /// Kernels only tests and benchmarks use: `util_spin`, `test_block_scan`, then the tile tests.
     Testing,
-    /// Per-segment reductions: `tile`, `block`, `split`, `combine` ([`SegmentedKernel`] order).
+    /// Per-segment reductions: `tile`, `block`, `combine` ([`SegmentedKernel`] order).
     Segmented(Op, Elem),
-    /// Per-segment softmax statistics (max and Σ exp(x − max)), the same four kernels.
+    /// Per-segment softmax statistics (max and Σ exp(x − max)), the same three kernels.
     Softmax(Sample),
 }
 
@@ -316,10 +316,9 @@ pub enum ReduceKernel {
 pub enum SegmentedKernel {
     /// Groups of `width` lanes (1 … 32, a power of two) per segment, `256 / width` segments per block.
     Tile,
-    /// One block per segment.
+    /// `pieces` blocks per segment, each reducing `piece` chunks into `partials[s · pieces + p]`: with one
+    /// piece (and `partials` = `out`) a block per segment; with more, the first pass of very long segments.
     Block,
-    /// `pieces` blocks per segment, each writing one partial (first pass of very long segments).
-    Split,
     /// One warp per segment combining its `pieces` partials in a fixed order (second pass).
     Combine,
 }
@@ -538,13 +537,12 @@ macro_rules! reduce_table {
 }
 reduce_pairs!(reduce_table);
 
-/// The four kernels of one segmented module, for operator `$op` (`softmax` included).
+/// The three kernels of one segmented module, for operator `$op` (`softmax` included).
 macro_rules! segmented_kernels {
     ($op:ident $ty:ident) => {
         &[
             name!(segmented tile $op $ty),
             name!(segmented block $op $ty),
-            name!(segmented split $op $ty),
             name!(segmented combine $op $ty),
         ]
     };

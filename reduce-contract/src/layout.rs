@@ -55,7 +55,8 @@ pub const SEGMENTED_THREADS: u32 = 256;
 /// Largest segment, in 16-byte chunks, that one block reduces; longer ones are split across blocks.
 pub const SPLIT_ABOVE_CHUNKS: u64 = 1 << 15;
 
-/// Chunks of one block's piece of a split segment (a multiple of [`SEGMENTED_THREADS`]).
+/// Chunks of one block's piece of a split segment (a multiple of [`SEGMENTED_THREADS`]); the host passes it
+/// to the kernel.
 pub const PIECE_CHUNKS: u64 = 1 << 14;
 
 /// Bytes of the largest accumulator any kernel keeps (an `Indexed<f64>` or `Indexed<u64>`): the host's

@@ -94,9 +94,11 @@ pub struct SegmentedParams<In, Acc> {
     pub error: *mut u32,
     /// `tile`: lanes per segment (a power of two, 1 … 32).
     pub width: u32,
-    /// `split`/`combine`: blocks (and partials) per segment.
+    /// `block`/`combine`: blocks (and partials) per segment.
     pub pieces: u32,
-    /// `split`/`combine`: `count · pieces` partials, segment-major.
+    /// `block`: 16-byte chunks per piece (`u64::MAX` for one piece per segment).
+    pub piece: u64,
+    /// `block`/`combine`: `count · pieces` partials, segment-major (`out` itself with one piece).
     pub partials: *mut Acc,
     /// `count` results.
     pub out: *mut Acc,

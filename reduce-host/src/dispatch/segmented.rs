@@ -29,9 +29,9 @@ const MAX_GRID: u64 = 1 << 20;
 pub(crate) enum Plan {
     /// `width` lanes per segment (a power of two, 1 … 32).
     Tile { width: u32 },
-    /// One block per segment.
+    /// One block per segment (the block kernel with one piece).
     Block,
-    /// `pieces` blocks per segment, then a combine.
+    /// `pieces` blocks per segment (the block kernel), then a combine.
     Split { pieces: u32 },
 }
 
@@ -185,7 +185,15 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             Plan::Split { pieces } => pieces,
             _ => 1,
         },
-        partials: scratch.partials.as_device_ptr().as_raw() as *mut Acc,
+        piece: match plan {
+            Plan::Split { .. } => PIECE_CHUNKS,
+            _ => u64::MAX,
+        },
+        // One piece per segment: the block kernel writes its results straight to `out`.
+        partials: match plan {
+            Plan::Split { .. } => scratch.partials.as_device_ptr().as_raw() as *mut Acc,
+            _ => out,
+        },
         out,
     };
     // Every kernel runs SEGMENTED_THREADS threads: the block tree must not depend on the device.
@@ -232,7 +240,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 launch(gpu, k, s, stream, params)
             }
             Plan::Split { pieces } => {
-                let (k, s) = shape(SegmentedKernel::Split, count * pieces as u64)?;
+                let (k, s) = shape(SegmentedKernel::Block, count * pieces as u64)?;
                 launch(gpu, k, s, stream, params)?;
                 let (k, s) = shape(SegmentedKernel::Combine, count.div_ceil(per_block / 32))?;
                 launch(gpu, k, s, stream, params)

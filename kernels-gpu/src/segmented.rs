@@ -79,17 +79,20 @@ unsafe fn fold_chunks<Op: ReduceOp>(
 where
     Op::In: Vectorize,
 {
-    // One branch per segment (uniform over its threads) picks the loads; the fold below is the same.
-    if (seg.start as u64).is_multiple_of(16) {
-        // SAFETY: forwarded; the start is 16-byte aligned, so is every chunk.
-        unsafe {
-            fold_with::<Op>(seg, first, stop, r, w, |p| {
+    // The segment's alignment picks each chunk's loads: one 16-byte load, or `LANES` scalar ones giving the
+    // same values. The branch is uniform over the segment's threads, and written per chunk rather than
+    // around two copies of the fold, which would double the code of every kernel.
+    let aligned = (seg.start as u64).is_multiple_of(16);
+    // SAFETY: forwarded; aligned starts make every chunk 16-byte aligned, and `gather` needs only the
+    // element's alignment.
+    unsafe {
+        fold_with::<Op>(seg, first, stop, r, w, |p| {
+            if aligned {
                 arch::load_vec16(p as *const Vec16<<Op::In as Vectorize>::Array>)
-            })
-        }
-    } else {
-        // SAFETY: forwarded; `gather` needs only the element's alignment.
-        unsafe { fold_with::<Op>(seg, first, stop, r, w, |p| <Op::In as Vectorize>::gather(p)) }
+            } else {
+                <Op::In as Vectorize>::gather(p)
+            }
+        })
     }
 }
 

@@ -1,9 +1,12 @@
 //! `cargo bench`: the reduction chapter's bandwidth table (v0–v5, the production reduction under each
-//! combine strategy, CUB) at n = 2^26+3 and 2^28 f32, and a sweep of GB/s against n (2^10 … 2^28) drawn as
+//! combine strategy, the reproducible `Determinism::GpuToGpu` sum, CUB including its `gpu_to_gpu` sum) at
+//! n = 2^26+3 and 2^28 f32, and a sweep of GB/s against n (2^10 … 2^28) drawn as
 //! an SVG. Every row is checked against an f64 CPU reference; a wrong result fails the bench.
 //!
 //! Output: the tables on stdout, and `bench.md`, `sweep.csv`, `sweep.svg` in `$OUT` (if set) or
-//! `target/bench`. Flags: `--quick` skips the sweep; `--sizes a,b,…` replaces the table sizes.
+//! `target/bench`. Flags: `--quick` skips the sweep; `--sizes a,b,…` replaces the table sizes. Set
+//! `CCCL_INCLUDE` to a CCCL ≥ 3.6 include folder (the `cuda-cccl` 1.2.1 wheel's
+//! `cuda/cccl/headers/include`) for CUB's `gpu_to_gpu` row; without it that row is missing.
 #[allow(dead_code)] // each bench uses part of the harness
 mod support;
 
@@ -13,7 +16,7 @@ use std::process::ExitCode;
 use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
 use reduce_host::seed::{SeedReduce, SeedVersion};
-use reduce_host::{Combine, DeviceReduce, DeviceView, Gpu, Indexed, cpu};
+use reduce_host::{Combine, Determinism, DeviceReduce, DeviceView, Gpu, Indexed, cpu};
 use support::cub::{Cub, CubResult};
 use support::plot::{self, Series};
 use support::pool::Pool;
@@ -27,14 +30,27 @@ const DATASHEET_GBPS: f64 = 4800.0;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Op {
     Sum,
+    /// The sum with `Determinism::GpuToGpu`.
+    ReproSum,
+    /// The same with the chunk kernel's L2 prefetch switched on.
+    ReproSumPrefetch,
     Max,
     ArgMax,
 }
 
 impl Op {
+    /// The operation whose CUB row a row of this op is compared with.
+    fn cub_peer(self) -> Op {
+        match self {
+            Op::ReproSumPrefetch => Op::ReproSum,
+            op => op,
+        }
+    }
+
     fn cub_name(self) -> &'static str {
         match self {
             Op::Sum => "sum_f32",
+            Op::ReproSum | Op::ReproSumPrefetch => "sum_f32_gpu_to_gpu",
             Op::Max => "max_f32",
             Op::ArgMax => "argmax_f32",
         }
@@ -95,6 +111,12 @@ impl Kind {
             Kind::Production(Op::Sum, Combine::Atomic) => {
                 "one launch: red.add per block (not reproducible)"
             }
+            Kind::Production(Op::ReproSum, _) => {
+                "Determinism::GpuToGpu: a warp per 8192-element chunk, f64 lanes, fixed trees; 2 launches"
+            }
+            Kind::Production(Op::ReproSumPrefetch, _) => {
+                "the same, each warp asking L2 for its next 4 KiB batch (prefetch.global.L2)"
+            }
             Kind::Production(Op::Max, _) => "same body, Max operator (NaN-propagating compare)",
             Kind::Production(Op::ArgMax, _) => {
                 "same body, (value, u64 index) pairs: 3 shuffles per step"
@@ -119,6 +141,8 @@ struct Bench {
     gpu: Gpu,
     min_rotation_bytes: usize,
     failures: Vec<String>,
+    /// Lines of the accuracy table: the default and the reproducible sum against the exact sum.
+    accuracy: Vec<String>,
 }
 
 impl Bench {
@@ -131,8 +155,11 @@ impl Bench {
         if let Kind::Seed(v) = kind {
             self.seed.reserve(v, n as u64)?;
         }
-        if let Kind::Production(_, c) = kind {
+        if let Kind::Production(op, c) = kind {
             self.reduce.set_combine(c);
+            self.reduce.set_determinism(determinism(op));
+            self.reduce
+                .set_reproducible_prefetch(Some(op == Op::ReproSumPrefetch));
         }
         let (reduce, seed, out) = (&mut self.reduce, &mut self.seed, &mut self.out);
         let mut enqueue = |k: usize, s: &Stream| -> Result<(), BoxError> {
@@ -141,7 +168,9 @@ impl Bench {
             unsafe {
                 match kind {
                     Kind::Seed(v) => seed.sum_async(v, w, &mut out.f, s)?,
-                    Kind::Production(Op::Sum, _) => reduce.sum_async(w, &mut out.f, s)?,
+                    Kind::Production(Op::Sum | Op::ReproSum | Op::ReproSumPrefetch, _) => {
+                        reduce.sum_async(w, &mut out.f, s)?
+                    }
                     Kind::Production(Op::Max, _) => reduce.max_async(w, &mut out.f, s)?,
                     Kind::Production(Op::ArgMax, _) => reduce.argmax_async(w, &mut out.arg, s)?,
                 }
@@ -150,6 +179,8 @@ impl Bench {
         };
         let us = timing::time_us(&self.gpu, &self.stream, n as u64, copies, &mut enqueue)?;
         self.reduce.set_combine(Combine::default());
+        self.reduce.set_determinism(Determinism::default());
+        self.reduce.set_reproducible_prefetch(None);
         Ok(us)
     }
 
@@ -162,6 +193,20 @@ impl Bench {
                 self.reduce.set_combine(c);
                 let ok = match op {
                     Op::Sum => sum_ok(self.reduce.sum(w)?, host),
+                    Op::ReproSum => {
+                        let (ok, line, worse) = check_reproducible(&mut self.reduce, w, host, n)?;
+                        self.accuracy.push(line);
+                        self.failures.extend(worse);
+                        ok
+                    }
+                    Op::ReproSumPrefetch => {
+                        self.reduce.set_determinism(Determinism::GpuToGpu);
+                        self.reduce.set_reproducible_prefetch(Some(true));
+                        let got = self.reduce.sum(w)?;
+                        self.reduce.set_reproducible_prefetch(None);
+                        self.reduce.set_determinism(Determinism::default());
+                        got.to_bits() == cpu::sum_reproducible(host).to_bits()
+                    }
                     Op::Max => self.reduce.max(w)? == cpu::max(host),
                     Op::ArgMax => {
                         self.reduce.argmax(w)?.map(|a| (a.index as usize, a.value))
@@ -177,6 +222,40 @@ impl Bench {
                 .push(format!("{} at n={n}: wrong result", kind.label()));
         }
         Ok(())
+    }
+}
+
+/// The reproducible sum must have the CPU algorithm's bits; returns that, and a line of the accuracy table
+/// (its error and the default sum's against the exact sum), and a failure if its error is the larger.
+fn check_reproducible(
+    reduce: &mut DeviceReduce,
+    w: DeviceView<'_, f32>,
+    host: &[f32],
+    n: usize,
+) -> Result<(bool, String, Option<String>), BoxError> {
+    reduce.set_determinism(Determinism::GpuToGpu);
+    let repro = reduce.sum(w)?;
+    reduce.set_determinism(Determinism::default());
+    let default = reduce.sum(w)?;
+    let exact = cpu::sum_f64(host);
+    let (e_repro, e_default) = ((repro as f64 - exact).abs(), (default as f64 - exact).abs());
+    let line = format!(
+        "| {n} | {exact:.9e} | {default:.9e} | {e_default:.3e} | {repro:.9e} | {e_repro:.3e} |"
+    );
+    let worse = (e_repro > e_default).then(|| {
+        format!("reproducible sum at n={n}: error {e_repro:e} above the default's {e_default:e}")
+    });
+    Ok((
+        repro.to_bits() == cpu::sum_reproducible(host).to_bits(),
+        line,
+        worse,
+    ))
+}
+
+fn determinism(op: Op) -> Determinism {
+    match op {
+        Op::ReproSum | Op::ReproSumPrefetch => Determinism::GpuToGpu,
+        _ => Determinism::RunToRun,
     }
 }
 
@@ -234,6 +313,7 @@ fn run() -> Result<bool, BoxError> {
         gpu,
         min_rotation_bytes: 3 * l2,
         failures: Vec::new(),
+        accuracy: Vec::new(),
     };
     let driver = cust::CudaApiVersion::get()
         .map(|v| format!("{}.{}", v.major(), v.minor()))
@@ -260,7 +340,7 @@ fn run() -> Result<bool, BoxError> {
     }
     let sizes_u64: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
     let cub_results: Vec<(Op, std::collections::HashMap<u64, CubResult>)> =
-        [Op::Sum, Op::Max, Op::ArgMax]
+        [Op::Sum, Op::ReproSum, Op::Max, Op::ArgMax]
             .into_iter()
             .map(|op| (op, cub.run(op.cub_name(), &sizes_u64)))
             .collect();
@@ -282,6 +362,8 @@ fn run() -> Result<bool, BoxError> {
         .map(|c| Kind::Production(Op::Sum, c)),
     );
     kinds.extend([
+        Kind::Production(Op::ReproSum, Combine::default()),
+        Kind::Production(Op::ReproSumPrefetch, Combine::default()),
         Kind::Production(Op::Max, Combine::default()),
         Kind::Production(Op::ArgMax, Combine::default()),
     ]);
@@ -295,7 +377,8 @@ fn run() -> Result<bool, BoxError> {
                 .measure(kind, n)
                 .map_err(|e| format!("{} at n={n}: {e}", kind.label()))?;
             let gbps = bytes / us / 1e3;
-            let ratio = cub_of(kind.op(), n).map_or("n/a".into(), |c| format!("{:.3}", c.us / us));
+            let ratio = cub_of(kind.op().cub_peer(), n)
+                .map_or("n/a".into(), |c| format!("{:.3}", c.us / us));
             writeln!(
                 table,
                 "| {} | {} | {us:.1} | {gbps:.0} | {:.1} | {:.1} | {ratio} |",
@@ -305,7 +388,7 @@ fn run() -> Result<bool, BoxError> {
                 100.0 * gbps / copy
             )?;
         }
-        for op in [Op::Sum, Op::Max, Op::ArgMax] {
+        for op in [Op::Sum, Op::ReproSum, Op::Max, Op::ArgMax] {
             if let Some(c) = cub_of(op, n) {
                 if !c.pass {
                     bench
@@ -325,6 +408,14 @@ fn run() -> Result<bool, BoxError> {
         print!("{table}");
         md.push_str(&table);
     }
+    let mut accuracy = String::from(
+        "\n### Accuracy of the f32 sums (exact: compensated f64)\n\n| n | exact | default | its error | reproducible | its error |\n|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for line in &bench.accuracy {
+        writeln!(accuracy, "{line}")?;
+    }
+    print!("{accuracy}");
+    md.push_str(&accuracy);
 
     if !quick {
         sweep(&mut bench, &cub, copy, &mut md)?;

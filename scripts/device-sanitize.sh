@@ -1,31 +1,85 @@
 #!/usr/bin/env bash
-# Runs the GPU tests under compute-sanitizer on a GPU machine, inputs capped so the slow tools finish:
-#   bash scripts/device-sanitize.sh [SECONDS_PER_RUN]
-# Expects the packed test binaries in target/device-pack/tests (see ../shared/tools/device-pack).
+# Runs every GPU test binary under all four compute-sanitizer tools (memcheck, racecheck, synccheck,
+# initcheck) on a GPU machine, with no time limit: inputs are capped instead (REDUCE_TEST_MAX_N, the soak's
+# call count, the property tests' case count). Each binary's tests are split into shards that run in
+# parallel, so the slow tools finish; every test of every binary runs under every tool.
+#   bash scripts/device-sanitize.sh [BINARY...]      (default: every binary in target/device-pack/tests)
+# Expects the packed test binaries in target/device-pack/tests (see ../shared/tools/device-pack). One log
+# per shard run goes to $SANITIZE_LOGS (/tmp/sanitize), a line per run as it ends to
+# $OUT/sanitize-lines.txt and the summary to $OUT/sanitize-summary.txt. Exit status 1 if any run fails.
 set -uo pipefail
-per=${1:-25}
-out=${OUT:-/tmp}
+summary=${OUT:-/tmp}
+out=${SANITIZE_LOGS:-/tmp/sanitize}
+mkdir -p "$out" "$summary"
 export REDUCE_TEST_MAX_N=${REDUCE_TEST_MAX_N:-5000}
-t=target/device-pack/tests
-status=0
-run() {
-    local tool=$1 bin=$2; shift 2
-    local log="$out/sanitize-$tool-$bin.log"
-    timeout "$per" compute-sanitizer --tool "$tool" --error-exitcode 97 "$t/$bin" --include-ignored --test-threads=1 "$@" >"$log" 2>&1
+export REDUCE_SOAK_CALLS=${REDUCE_SOAK_CALLS:-300}
+export REDUCE_PROPTEST_CASES=${REDUCE_PROPTEST_CASES:-24}
+export REDUCE_SOAK_UNDER_SANITIZER=1
+dir=target/device-pack/tests
+jobs=${SANITIZE_JOBS:-$(($(nproc) - 2))}
+shards=${SANITIZE_SHARDS:-6}
+if [ $# -gt 0 ]; then bins=("$@"); else bins=($(ls "$dir")); fi
+
+# One line per (tool, binary, shard): the shard's test names, exact. Two-GPU tests need a second device.
+plan=$(mktemp)
+for bin in "${bins[@]}"; do
+    names=$("$dir/$bin" --list --include-ignored 2>/dev/null | sed -n 's/: test$//p' | grep -v '^two_devices' || true)
+    [ -n "$names" ] || continue
+    # gpu_types launches thousands of small kernels per test (every type, offset and strategy): more shards.
+    n=$shards
+    [ "$bin" = gpu_types ] && n=$((shards * 2))
+    for tool in memcheck racecheck synccheck initcheck; do
+        echo "$names" | awk -v n="$n" -v t="$tool" -v b="$bin" \
+            '{ s[NR % n] = s[NR % n] " " $0 } END { for (i in s) print t, b, i s[i] }'
+    done
+done >"$plan"
+# Runs a previous call already finished clean (its sanitize-lines.txt as SANITIZE_DONE) are not repeated.
+if [ -n "${SANITIZE_DONE:-}" ] && [ -f "$SANITIZE_DONE" ]; then
+    grep ' exit 0 ' "$SANITIZE_DONE" | awk '{ print $1, $2, $3 }' >"$plan.done"
+    awk 'NR == FNR { done[$1 " " $2 " " $3] = 1; next } !(($1 " " $2 " " $3) in done)' "$plan.done" "$plan" >"$plan.left"
+    mv "$plan.left" "$plan"
+fi
+# With several GPUs (SANITIZE_GPUS=2), the runs are dealt out among them.
+awk -v g="${SANITIZE_GPUS:-1}" '{ print NR % g, $0 }' "$plan" >"$plan.gpu" && mv "$plan.gpu" "$plan"
+
+run_one() {
+    export CUDA_VISIBLE_DEVICES=$1
+    local tool=$2 bin=$3 shard=$4
+    shift 4
+    local log="$out/$tool-$bin-$shard.log"
+    # gpu_types checks nine types with the same kernel bodies: under the slow tools its inputs stop just
+    # past one block (1025 elements); the multi-block paths run under every tool in the f32 binaries.
+    [ "$bin" = gpu_types ] && export REDUCE_TEST_MAX_N=${GPU_TYPES_MAX_N:-1100}
+    # The reproducible sum's chunk is 8192 elements: two full chunks and a short one.
+    [ "$bin" = gpu_reproducible ] && export REDUCE_TEST_MAX_N=${GPU_REPRO_MAX_N:-20000}
+    compute-sanitizer --tool "$tool" --error-exitcode 97 "$dir/$bin" --include-ignored --test-threads=1 \
+        --exact "$@" >"$log" 2>&1
     local rc=$?
-    echo "$tool $bin: exit $rc ($([ $rc = 124 ] && echo 'time limit, partial') $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)) $(grep -E '^test result' "$log" | tail -n 1)"
-    [ $rc = 0 ] || [ $rc = 124 ] || status=1
+    # A binary that makes no CUDA call (the CPU tests) has nothing to check.
+    if grep -q 'terminated before first instrumented API call' "$log" && grep -q '^test result: ok' "$log"; then
+        rc="0 (no CUDA calls)"
+    fi
+    echo "$tool $bin $shard exit $rc | $(grep -E 'SUMMARY' "$log" | tail -n 1) | $(grep -E '^test result' "$log" | tail -n 1)"
 }
-for bin in gpu_reduce gpu_seed gpu_determinism gpu_tiles gpu_histogram; do run memcheck $bin; done
-run memcheck gpu_select --skip random_data
-run memcheck gpu_types f32
-run memcheck gpu_segmented
-for tool in racecheck synccheck; do
-    run $tool gpu_segmented f32
-    run $tool gpu_seed
-    run $tool gpu_determinism
-    run $tool gpu_tiles
-    run $tool gpu_histogram --skip large
-    run $tool gpu_select --skip random_data
+export -f run_one
+export out dir
+start=$(date +%s)
+xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _ <"$plan" | tee "$summary/sanitize-lines.txt" | grep -v ' exit 0 '
+{
+    echo "compute-sanitizer, $(wc -l <"$plan") shard runs, $(($(date +%s) - start)) s, REDUCE_TEST_MAX_N=$REDUCE_TEST_MAX_N (gpu_types ${GPU_TYPES_MAX_N:-1100}) REDUCE_SOAK_CALLS=$REDUCE_SOAK_CALLS REDUCE_PROPTEST_CASES=$REDUCE_PROPTEST_CASES"
+    for tool in memcheck racecheck synccheck initcheck; do
+        for bin in "${bins[@]}"; do
+            lines=$(grep "^$tool $bin " "$summary/sanitize-lines.txt") || continue
+            passed=$(echo "$lines" | sed -n 's/.*test result: [a-zA-Z]*\. \([0-9]*\) passed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+            failed=$(echo "$lines" | sed -n 's/.* \([0-9]*\) failed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+            errors=$(echo "$lines" | sed -n 's/.*SUMMARY: \([0-9]*\) \(error\|hazard\).*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+            bad=$(echo "$lines" | grep -vc ' exit 0 ')
+            echo "$tool $bin: ${passed:-0} tests passed, ${failed:-0} failed, ${errors:-0} errors/hazards, $bad shard runs with a non-zero exit"
+        done
+    done
+} | tee "$summary/sanitize-summary.txt"
+grep -v ' exit 0 ' "$summary/sanitize-lines.txt" | while read -r tool bin shard _; do
+    echo "--- $tool $bin $shard"
+    grep -m 8 -E 'Invalid|Hazard|Race|ERROR|panicked|FAILED|error' "$out/$tool-$bin-$shard.log"
 done
-exit $status
+! grep -qv ' exit 0 ' "$summary/sanitize-lines.txt"

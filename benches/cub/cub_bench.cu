@@ -5,6 +5,10 @@
 //
 // Ops:
 //   sum_f32, max_f32, min_f32   cub::DeviceReduce::Sum / Max / Min over float
+//   sum_f32_gpu_to_gpu          cub::DeviceReduce::Sum through the env API with
+//                               require(determinism::gpu_to_gpu); needs CCCL >= 3.6 headers (-I the
+//                               cuda-cccl 1.2.1 wheel's cuda/cccl/headers/include); temporary storage
+//                               allocated once through an env memory resource (see OnceResource)
 //   argmax_f32, argmin_f32      cub::DeviceReduce::ArgMax / ArgMin (CCCL 3 API with separate
 //                               value and int64 index outputs)
 //   sum_f16, sum_bf16           cub::DeviceReduce::TransformReduce, half -> float, f32 accumulator
@@ -476,6 +480,100 @@ struct ReduceF32Op : InputOp<float>
   }
 };
 
+#if CCCL_VERSION >= 3006000
+// The temporary storage of an env-API call: the env API has no (d_temp_storage, temp_storage_bytes)
+// overload for DeviceReduce::Sum, and allocates through the env's memory resource on every call. This
+// resource hands out one buffer, allocated the first time CUB asks (in setup, outside the timing) and
+// reused by every later call; deallocation is a no-op. A call that would need a larger buffer fails
+// loudly instead of allocating.
+struct TempPool
+{
+  void* ptr        = nullptr;
+  size_t bytes     = 0;
+  int allocations  = 0;
+  ~TempPool()
+  {
+    if (ptr != nullptr)
+    {
+      cudaFree(ptr); // best effort in a destructor
+    }
+  }
+};
+
+struct OnceResource
+{
+  TempPool* pool = nullptr;
+  void* allocate_sync(size_t bytes, size_t /* alignment */)
+  {
+    if (pool->ptr == nullptr)
+    {
+      CK(cudaMalloc(&pool->ptr, std::max<size_t>(bytes, 1)));
+      pool->bytes = bytes;
+      ++pool->allocations;
+    }
+    if (bytes > pool->bytes)
+    {
+      std::fprintf(stderr, "CUB asked for %zu temporary bytes after %zu were allocated\n", bytes, pool->bytes);
+      std::exit(1);
+    }
+    return pool->ptr;
+  }
+  void deallocate_sync(void*, size_t, size_t) noexcept {}
+  void* allocate(::cuda::stream_ref, size_t bytes, size_t alignment)
+  {
+    return allocate_sync(bytes, alignment);
+  }
+  void deallocate(::cuda::stream_ref, void*, size_t, size_t) noexcept {}
+  bool operator==(const OnceResource& other) const
+  {
+    return pool == other.pool;
+  }
+  bool operator!=(const OnceResource& other) const
+  {
+    return pool != other.pool;
+  }
+};
+
+// sum_f32_gpu_to_gpu: DeviceReduce::Sum through the env API with
+// cuda::execution::require(cuda::execution::determinism::gpu_to_gpu) (CUB's reproducible RFA sum), its
+// temporary storage allocated once (OnceResource).
+struct SumGpuToGpuOp : InputOp<float>
+{
+  DeviceArray<float> out;
+  TempPool pool;
+  bool needs_temp() const override
+  {
+    return false;
+  }
+  void alloc_outputs(const Gpu& gpu) override
+  {
+    out.alloc(1);
+    // The one allocation: CUB sizes the buffer on this first, untimed call.
+    CK(run(nullptr, temp_bytes, in.copy(0), gpu.stream));
+    CK(cudaStreamSynchronize(gpu.stream));
+  }
+  cudaError_t run(void*, size_t&, const float* d_in, cudaStream_t s) override
+  {
+    // Each part deduced on its own, then the env spelled out: g++ cannot deduce `env{...}` of these parts.
+    auto stream = ::cuda::stream_ref{s};
+    auto memory = ::cuda::std::execution::prop{::cuda::mr::get_memory_resource, OnceResource{&pool}};
+    auto determinism = ::cuda::execution::require(::cuda::execution::determinism::gpu_to_gpu);
+    auto env = ::cuda::std::execution::env<decltype(stream), decltype(memory), decltype(determinism)>{
+      stream, memory, determinism};
+    return cub::DeviceReduce::Sum(d_in, out.get(), static_cast<int>(n), env);
+  }
+  bool check(int copy) override
+  {
+    if (pool.allocations != 1)
+    {
+      std::fprintf(stderr, "gpu_to_gpu: %d temporary allocations, expected 1\n", pool.allocations);
+      return false;
+    }
+    return check_sum(in.download(copy), out.download_one(), 1e-5, 1e-6);
+  }
+};
+#endif // CCCL_VERSION >= 3006000
+
 // argmax_f32 / argmin_f32 (CCCL 3 API: separate value output and int64 index output)
 struct ArgExtremumOp : InputOp<float>
 {
@@ -731,6 +829,9 @@ struct ReadOp : InputOp<float>
 std::unique_ptr<Op> make_op(const std::string& name)
 {
   if (name == "sum_f32") return std::make_unique<ReduceF32Op>(ReduceKind::Sum);
+#if CCCL_VERSION >= 3006000
+  if (name == "sum_f32_gpu_to_gpu") return std::make_unique<SumGpuToGpuOp>();
+#endif
   if (name == "max_f32") return std::make_unique<ReduceF32Op>(ReduceKind::Max);
   if (name == "min_f32") return std::make_unique<ReduceF32Op>(ReduceKind::Min);
   if (name == "argmax_f32") return std::make_unique<ArgExtremumOp>(true);
@@ -953,7 +1054,7 @@ void usage()
 {
   std::fprintf(stderr,
                "usage: cub_bench <op> <n> [<n> ...]\n"
-               "ops: sum_f32 max_f32 min_f32 argmax_f32 argmin_f32 sum_f16 sum_bf16\n"
+               "ops: sum_f32 sum_f32_gpu_to_gpu (CCCL >= 3.6) max_f32 min_f32 argmax_f32 argmin_f32 sum_f16 sum_bf16\n"
                "     histogram_f32_uniform histogram_f32_skewed select_if_f32 memcpy_d2d read_f32\n");
 }
 
@@ -961,6 +1062,15 @@ void usage()
 
 int main(int argc, char** argv)
 {
+#if CCCL_VERSION < 3006000
+  if (argc >= 2 && std::string(argv[1]) == "sum_f32_gpu_to_gpu")
+  {
+    std::fprintf(stderr, "sum_f32_gpu_to_gpu needs CCCL >= 3.6 (this build has %d.%d): compile with -I the cuda-cccl "
+                         "1.2.1 wheel's cuda/cccl/headers/include (the bench's CCCL_INCLUDE)\n",
+                 CCCL_MAJOR_VERSION, CCCL_MINOR_VERSION);
+    return 2;
+  }
+#endif
   if (argc < 3 || !make_op(argv[1]))
   {
     usage();

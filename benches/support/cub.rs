@@ -1,5 +1,8 @@
 //! The CUB comparator: `cub/cub_bench.cu`, compiled with `nvcc` at run time so its numbers come from the same
-//! GPU in the same run. Without `nvcc` the CUB column is reported missing, with the reason.
+//! GPU in the same run. Without `nvcc` the CUB column is reported missing, with the reason. With
+//! `CCCL_INCLUDE` set to a CCCL include folder (e.g. the `cuda-cccl` 1.2.1 wheel's
+//! `cuda/cccl/headers/include`, CCCL 3.6), the comparator compiles against it instead of the toolkit's
+//! CCCL; CCCL ≥ 3.6 adds the `sum_f32_gpu_to_gpu` op.
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -36,13 +39,12 @@ impl Cub {
             return Cub::Missing(format!("cannot write the comparator source: {e}"));
         }
         let exe = dir.join(name);
-        let include = std::env::var_os("CCCL_INCLUDE").map(|dir| {
-            let mut flag = std::ffi::OsString::from("-I");
-            flag.push(dir);
-            flag
-        });
-        let out = Command::new("nvcc")
-            .args(include)
+        let mut nvcc = Command::new("nvcc");
+        if let Some(dir) = std::env::var_os("CCCL_INCLUDE") {
+            // Ahead of the toolkit's own CCCL, which nvcc adds after the user's -I folders.
+            nvcc.arg("-I").arg(dir);
+        }
+        let out = nvcc
             .args(["-O3", "-std=c++17", &format!("-arch=sm_{cc}"), "-o"])
             .arg(&exe)
             .arg(&src)

@@ -254,3 +254,56 @@ pub unsafe fn load_coherent<T: Copy>(p: *const T) -> T {
     // SAFETY: the caller guarantees validity; volatile keeps the load from being cached or hoisted.
     unsafe { core::ptr::read_volatile(p) }
 }
+
+/// Words that load one at a time through the read-only path ([`load_nc`]).
+pub trait ScalarLoad: Copy {
+    /// `ld.global.nc.L1::no_allocate` of one `Self`.
+    ///
+    /// # Safety
+    /// As [`load_nc`].
+    unsafe fn load_nc(p: *const Self) -> Self;
+}
+
+macro_rules! scalar_load {
+    ($($t:ty: $ptx:literal, $reg:ident;)*) => {$(
+        impl ScalarLoad for $t {
+            #[inline(always)]
+            unsafe fn load_nc(p: *const Self) -> Self {
+                let r: $t;
+                // SAFETY: the caller guarantees alignment, validity and read-only-ness.
+                unsafe {
+                    asm!(concat!("ld.global.nc.L1::no_allocate.", $ptx, " {0}, [{1}];"), out($reg) r, in(reg64) p,
+                         options(pure, readonly, nostack))
+                };
+                r
+            }
+        }
+    )*};
+}
+scalar_load! {
+    u16: "b16", reg16;
+    u32: "b32", reg32;
+    u64: "b64", reg64;
+}
+
+/// Loads one element through the read-only (non-coherent) cache path without allocating in L1, like
+/// [`load_vec16`] but for a single word: for kernels whose arithmetic must not depend on the address's
+/// alignment, so they read element by element.
+///
+/// # Safety
+/// `p` must be aligned, point into global memory and stay unmodified while the kernel runs.
+#[inline(always)]
+pub unsafe fn load_nc<T: ScalarLoad>(p: *const T) -> T {
+    // SAFETY: forwarded to the caller.
+    unsafe { T::load_nc(p) }
+}
+
+/// `prefetch.global.L2`: starts bringing the 128-byte line at `p` into L2, with no register to wait on.
+///
+/// # Safety
+/// `p` must point into a global allocation.
+#[inline(always)]
+pub unsafe fn prefetch_l2(p: *const u8) {
+    // SAFETY: the caller guarantees `p` is a global address; a prefetch has no architectural effect.
+    unsafe { asm!("prefetch.global.L2 [{0}];", in(reg64) p, options(nostack, readonly)) };
+}

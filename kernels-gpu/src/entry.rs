@@ -117,6 +117,35 @@ macro_rules! segmented_kernels {
     )*};
 }
 
+/// Exports the reproducible sum's kernels of each float type: `repro_chunks_<type>` and
+/// `repro_combine_<type>`.
+macro_rules! repro_kernels {
+    ($($ty:ident),* $(,)?) => {$(
+        mod ${concat(sum_, $ty)} {
+            use super::*;
+            use crate::reproducible::ReproElement;
+            type E = elem::$ty;
+            type Params = reduce_contract::params::ReproParams<E, <E as ReproElement>::Acc, <E as ReproElement>::Out>;
+
+            /// # Safety
+            /// See [`crate::reproducible::chunks`].
+            #[unsafe(export_name = kernel_name!(repro chunks $ty))]
+            pub unsafe extern "ptx-kernel" fn chunks(p: Params) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::reproducible::chunks::<E>(p.input, p.n, p.partials, p.prefetch != 0) }
+            }
+
+            /// # Safety
+            /// See [`crate::reproducible::combine`].
+            #[unsafe(export_name = kernel_name!(repro combine $ty))]
+            pub unsafe extern "ptx-kernel" fn combine(p: Params) {
+                // SAFETY: the host passes valid buffers and the shared memory (launch contract).
+                unsafe { crate::reproducible::combine::<E>(p.partials, p.count, p.out) }
+            }
+        }
+    )*};
+}
+
 /// The softmax types as `softmax <type>` pairs for [`segmented_kernels`].
 macro_rules! softmax_kernels {
     ($($ty:ident),* $(,)?) => {
@@ -128,6 +157,11 @@ mod segmented {
     use super::*;
     reduce_contract::reduce_pairs!(segmented_kernels);
     reduce_contract::softmax_types!(softmax_kernels);
+}
+
+mod repro {
+    use super::*;
+    reduce_contract::repro_elems!(repro_kernels);
 }
 
 /// Exports the seed's teaching kernels as `seed_v0` … `seed_v5`; each writes one partial per block.

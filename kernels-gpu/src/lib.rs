@@ -17,6 +17,7 @@
 //! | [`device`] | device-wide kernel bodies: partials, the three ways to combine them |
 //! | [`softmax`] | the online-softmax statistics `(max, Σ exp(x − max))` as a reduction operator |
 //! | [`segmented`] | per-segment (row, offset-range) reductions: tile, block and combine kernels |
+//! | [`reproducible`] | the reproducible sum: fixed chunks per warp, a fixed combine, f64/compensated accumulators |
 //! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
 //! | [`select`] | stream compaction: unordered (warp-aggregated atomics) and stable (look-back) |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |
@@ -83,6 +84,7 @@ pub mod half;
 pub mod histogram;
 pub mod lookback;
 pub mod op;
+pub mod reproducible;
 pub mod seed;
 pub mod segmented;
 pub mod select;

@@ -1,11 +1,12 @@
 //! Which kernels exist, what they are called, and which module each is loaded in.
 //!
 //! A module is the unit the host loads, on first use: the kernels of one `(operator, element)` pair, one
-//! histogram sample type, one compaction predicate, the seed chapter, or the test-only kernels. A program
+//! histogram sample type, one compaction predicate, the reproducible sum of one float type, the seed
+//! chapter, or the test-only kernels. A program
 //! that only sums f32 therefore loads (and, without a matching cubin, JIT-compiles) four kernels.
 //!
-//! The lists ([`reduce_pairs!`], [`histogram_samples!`], [`select_predicates!`], [`tile_test_primitives!`])
-//! are the single source: `kernels-gpu` passes its entry-generating macros to them, and the tables below
+//! The lists ([`reduce_pairs!`], [`histogram_samples!`], [`select_predicates!`], [`repro_elems!`],
+//! [`tile_test_primitives!`]) are the single source: `kernels-gpu` passes its entry-generating macros to them, and the tables below
 //! are generated from them too.
 use core::ffi::CStr;
 
@@ -62,6 +63,9 @@ macro_rules! kernel_name {
     (seed $version:ident) => {
         concat!("seed_", stringify!($version))
     };
+    (repro $kind:ident $ty:ident) => {
+        concat!("repro_", stringify!($kind), "_", stringify!($ty))
+    };
     (util $name:ident) => {
         concat!("util_", stringify!($name))
     };
@@ -99,6 +103,15 @@ macro_rules! reduce_pairs {
 macro_rules! softmax_types {
     ($cb:ident) => {
         $cb! { f32, f16, bf16 }
+    };
+}
+
+/// Calls `$cb! { elem, ... }` with every element type of the reproducible sum, in [`Elem`] order (the
+/// floats, which lead it). Each has a `chunks` and a `combine` kernel ([`ReproKernel`]).
+#[macro_export]
+macro_rules! repro_elems {
+    ($cb:ident) => {
+        $cb! { f32, f64, f16, bf16 }
     };
 }
 
@@ -209,6 +222,9 @@ pub enum Module {
     Segmented(Op, Elem),
     /// Per-segment softmax statistics (max and Σ exp(x − max)), the same three kernels.
     Softmax(Sample),
+    /// The reproducible sum of a float element (f32, f64, f16 or bf16): `chunks`, `combine`
+    /// ([`ReproKernel`] order).
+    ReproSum(Elem),
 }
 
 const OPS: usize = 5;
@@ -222,10 +238,12 @@ const SEED_INDEX: usize = FLAGGED_INDEX + 1;
 const TESTING_INDEX: usize = SEED_INDEX + 1;
 const SEGMENTED_BASE: usize = TESTING_INDEX + 1;
 const SOFTMAX_BASE: usize = SEGMENTED_BASE + OPS * ELEMS;
+const REPRO_BASE: usize = SOFTMAX_BASE + 3;
+const REPRO_ELEMS: usize = 4;
 
 impl Module {
     /// How many modules there are: [`index`](Self::index) is below this.
-    pub const COUNT: usize = SOFTMAX_BASE + 3;
+    pub const COUNT: usize = REPRO_BASE + REPRO_ELEMS;
 
     /// A dense index in `0..COUNT`, the module's position in [`modules`].
     pub const fn index(self) -> usize {
@@ -239,6 +257,7 @@ impl Module {
             Module::Testing => TESTING_INDEX,
             Module::Segmented(op, elem) => SEGMENTED_BASE + elem as usize * OPS + op as usize,
             Module::Softmax(sample) => SOFTMAX_BASE + sample as usize,
+            Module::ReproSum(elem) => REPRO_BASE + elem as usize,
         }
     }
 
@@ -255,6 +274,7 @@ impl Module {
             Module::Testing => &SINGLES[3],
             Module::Segmented(..) => &SEGMENTED[i - SEGMENTED_BASE],
             Module::Softmax(..) => &SOFTMAX[i - SOFTMAX_BASE],
+            Module::ReproSum(..) => &REPRO[i - REPRO_BASE],
         }
     }
 
@@ -285,6 +305,7 @@ pub fn modules() -> impl Iterator<Item = &'static ModuleSpec> {
         .chain(&SINGLES[1..])
         .chain(&SEGMENTED)
         .chain(&SOFTMAX)
+        .chain(&REPRO)
 }
 
 /// A kernel: its module and its position there.
@@ -320,6 +341,15 @@ pub enum SegmentedKernel {
     /// piece (and `partials` = `out`) a block per segment; with more, the first pass of very long segments.
     Block,
     /// One warp per segment combining its `pieces` partials in a fixed order (second pass).
+    Combine,
+}
+
+/// The kernels of a reproducible-sum module, in slot order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReproKernel {
+    /// One partial per chunk of the input ([`crate::params::ReproParams`]: `input`, `n`, `partials`).
+    Chunks,
+    /// One block combining `count` partials into `out`.
     Combine,
 }
 
@@ -366,6 +396,14 @@ impl Kernel {
     pub const fn softmax(sample: Sample, kernel: SegmentedKernel) -> Kernel {
         Kernel {
             module: Module::Softmax(sample),
+            slot: kernel as u8,
+        }
+    }
+
+    /// A reproducible-sum kernel; `elem` must be a float (f32, f64, f16, bf16).
+    pub const fn repro(elem: Elem, kernel: ReproKernel) -> Kernel {
+        Kernel {
+            module: Module::ReproSum(elem),
             slot: kernel as u8,
         }
     }
@@ -623,6 +661,17 @@ macro_rules! testing_kernels {
     };
 }
 
+macro_rules! repro_table {
+    ($($ty:ident),* $(,)?) => {
+        static REPRO: [ModuleSpec; REPRO_ELEMS] = [$(ModuleSpec {
+            module: Module::ReproSum(elem!($ty)),
+            name: concat!("repro_sum_", stringify!($ty)),
+            kernels: &[name!(repro chunks $ty), name!(repro combine $ty)],
+        }),*];
+    };
+}
+repro_elems!(repro_table);
+
 /// The modules that are not one of a family's many: bytes, flagged, seed, testing.
 static SINGLES: [ModuleSpec; 4] = [
     ModuleSpec {
@@ -685,6 +734,11 @@ const _: () = {
         assert!(SOFTMAX[i].module.index() == SOFTMAX_BASE + i);
         i += 1;
     }
+    let mut i = 0;
+    while i < REPRO.len() {
+        assert!(REPRO[i].module.index() == REPRO_BASE + i);
+        i += 1;
+    }
     assert!(
         REDUCE.len()
             + HISTOGRAM.len()
@@ -692,6 +746,7 @@ const _: () = {
             + SINGLES.len()
             + SEGMENTED.len()
             + SOFTMAX.len()
+            + REPRO.len()
             == Module::COUNT
     );
 };

@@ -6,6 +6,7 @@
 //! | [`kernels`] | every kernel's name and the module it is loaded in, named by typed ids ([`Module`], [`Kernel`]) |
 //! | [`params`] | one `#[repr(C)]` parameter struct per kernel family: each kernel takes one by value |
 //! | [`layout`] | accumulator layouts ([`Indexed`]) and the constants both sides size memory and grids by |
+//! | [`reproducible`] | the reproducible sum's fixed partition and accumulator arithmetic, run by both sides |
 //!
 //! Names are built in one place, by [`kernel_name!`]: the device uses it in `export_name`, and the module
 //! tables here use it for the names the host loads. The lists of kernels ([`reduce_pairs!`] and the
@@ -18,6 +19,7 @@
 pub mod kernels;
 pub mod layout;
 pub mod params;
+pub mod reproducible;
 
 pub use kernels::{Elem, Kernel, Module, ModuleSpec, Op, Pred, Sample};
 pub use layout::{Indexed, SoftmaxStats};

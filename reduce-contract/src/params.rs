@@ -25,6 +25,33 @@ pub struct ReduceParams<In, Acc> {
     pub out: *mut Acc,
 }
 
+/// The reproducible sum's kernels (`repro_chunks_*`, `repro_combine_*`; see [`crate::reproducible`]).
+#[repr(C)]
+#[derive(Debug)]
+pub struct ReproParams<In, Acc, Out> {
+    /// `n` elements (`chunks`).
+    pub input: *const In,
+    /// Elements of `input`.
+    pub n: u64,
+    /// One accumulator per chunk of `input`: written by `chunks`, read by `combine`.
+    pub partials: *mut Acc,
+    /// Partials `combine` reads.
+    pub count: u64,
+    /// The result (`combine`).
+    pub out: *mut Out,
+    /// Nonzero: `chunks` prefetches each batch's successor into L2 (a tuning switch; never changes the
+    /// bits).
+    pub prefetch: u32,
+}
+
+// Copy whatever the element types: the struct holds only pointers to them and plain numbers.
+impl<In, Acc, Out> Clone for ReproParams<In, Acc, Out> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<In, Acc, Out> Copy for ReproParams<In, Acc, Out> {}
+
 /// The histogram kernels: even bins (`histogram_shared_*`, `histogram_global_*`) and bytes
 /// (`histogram_bytes_*`, which read only `input`, `n`, `out` and `copies_log2`).
 #[repr(C)]

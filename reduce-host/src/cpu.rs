@@ -3,6 +3,9 @@
 //! kernels; integer sums are exact ([`sum_exact_i128`]).
 use crate::half::{BF16, F16};
 
+mod reproducible;
+pub use reproducible::{ReproSum, chunk_partial, sum_reproducible};
+
 /// Element types the references accept: every [`Element`](crate::Element).
 pub trait RefElement: Copy + PartialOrd {
     /// Whether this is a NaN (never, for integers).

@@ -3,13 +3,12 @@
 use std::ffi::{CStr, c_void};
 use std::sync::Mutex;
 
-use cust::stream::Stream;
 use cust::sys::{self, CUfunction, CUjit_option, CUmodule};
-
 use reduce_contract::ModuleSpec;
 
 use crate::error::{DriverError, Error, Result, check};
 use crate::images::Code;
+use crate::stream::StreamRef;
 
 /// A loaded module and its kernels, resolved at load. Unloaded on drop (a failure there has no caller to
 /// report to and is ignored: the context it belonged to is being torn down anyway).
@@ -164,7 +163,7 @@ pub(crate) struct Launch {
 pub(crate) unsafe fn launch<P>(
     f: &Function,
     shape: Launch,
-    stream: &Stream,
+    stream: StreamRef<'_>,
     params: &P,
 ) -> Result<()> {
     let mut args = [params as *const P as *mut c_void];
@@ -179,7 +178,7 @@ pub(crate) unsafe fn launch<P>(
             1,
             1,
             shape.shared_bytes,
-            stream.as_inner(),
+            stream.as_raw(),
             args.as_mut_ptr(),
             std::ptr::null_mut(),
         )
@@ -191,10 +190,10 @@ pub(crate) unsafe fn launch<P>(
 ///
 /// # Safety
 /// `ptr` must be valid for `bytes` bytes of writes until the memset completes.
-pub(crate) unsafe fn memset_zero(ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+pub(crate) unsafe fn memset_zero(ptr: u64, bytes: usize, stream: StreamRef<'_>) -> Result<()> {
     // SAFETY: forwarded to the caller.
     Ok(check(unsafe {
-        sys::cuMemsetD8Async(ptr, 0, bytes, stream.as_inner())
+        sys::cuMemsetD8Async(ptr, 0, bytes, stream.as_raw())
     })?)
 }
 
@@ -204,7 +203,7 @@ pub(crate) unsafe fn memset_zero(ptr: u64, bytes: usize, stream: &Stream) -> Res
 /// `src` must hold a valid `T` once the work before it on `stream` is done.
 pub(crate) unsafe fn read_back<T: cust::memory::DeviceCopy + Default>(
     src: u64,
-    stream: &Stream,
+    stream: StreamRef<'_>,
 ) -> Result<T> {
     let mut value = T::default();
     // SAFETY: `value` is a live host `T`; the copy completes before `synchronize` returns.
@@ -213,10 +212,10 @@ pub(crate) unsafe fn read_back<T: cust::memory::DeviceCopy + Default>(
             &mut value as *mut T as *mut c_void,
             src,
             std::mem::size_of::<T>(),
-            stream.as_inner(),
+            stream.as_raw(),
         ))?;
     }
-    stream.synchronize()?;
+    synchronize(stream)?;
     Ok(value)
 }
 
@@ -227,7 +226,7 @@ pub(crate) unsafe fn read_back<T: cust::memory::DeviceCopy + Default>(
 pub(crate) unsafe fn read_back_slice<T: cust::memory::DeviceCopy>(
     src: u64,
     dst: &mut [T],
-    stream: &Stream,
+    stream: StreamRef<'_>,
 ) -> Result<()> {
     // SAFETY: `dst` is a live host buffer of `size_of_val(dst)` bytes; the copy completes before
     // `synchronize` returns.
@@ -236,19 +235,45 @@ pub(crate) unsafe fn read_back_slice<T: cust::memory::DeviceCopy>(
             dst.as_mut_ptr() as *mut c_void,
             src,
             std::mem::size_of_val(dst),
-            stream.as_inner(),
+            stream.as_raw(),
         ))?;
     }
-    stream.synchronize()?;
+    synchronize(stream)?;
     Ok(())
+}
+
+/// The ordinal of the device whose memory `ptr` points into, or `None` when the driver does not know the
+/// address. (`cuPointerGetAttributes`, unlike the singular call, answers an unknown address with a null
+/// memory type rather than an error, so compute-sanitizer sees no failed API call.)
+pub(crate) fn device_of(ptr: u64) -> Option<u32> {
+    let mut memory_type: std::ffi::c_uint = 0;
+    let mut ordinal: std::ffi::c_int = -1;
+    let mut attributes = [
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    ];
+    let mut data = [
+        &mut memory_type as *mut std::ffi::c_uint as *mut c_void,
+        &mut ordinal as *mut std::ffi::c_int as *mut c_void,
+    ];
+    // SAFETY: two attributes, each written to its own live variable of the documented type.
+    let r =
+        unsafe { sys::cuPointerGetAttributes(2, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr) };
+    (check(r).is_ok() && memory_type != 0 && ordinal >= 0).then_some(ordinal as u32)
+}
+
+/// Blocks the host until the work queued on `stream` so far is done.
+pub(crate) fn synchronize(stream: StreamRef<'_>) -> Result<()> {
+    // SAFETY: the stream is live for the borrow.
+    Ok(check(unsafe { sys::cuStreamSynchronize(stream.as_raw()) })?)
 }
 
 /// Whether `stream` is capturing into a CUDA graph: work enqueued now runs later, when the graph is
 /// launched, so events recorded now say nothing about when it is done.
-pub(crate) fn capturing(stream: &Stream) -> Result<bool> {
+pub(crate) fn capturing(stream: StreamRef<'_>) -> Result<bool> {
     let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     // SAFETY: the stream is live; the driver writes one status.
-    check(unsafe { sys::cuStreamIsCapturing(stream.as_inner(), &mut status) })?;
+    check(unsafe { sys::cuStreamIsCapturing(stream.as_raw(), &mut status) })?;
     Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
 }
 
@@ -270,10 +295,10 @@ impl RawEvent {
     }
 
     /// Captures the work enqueued on `stream` so far.
-    pub fn record(&self, stream: &Stream) -> Result<()> {
+    pub fn record(&self, stream: StreamRef<'_>) -> Result<()> {
         // SAFETY: both handles are live.
         Ok(check(unsafe {
-            sys::cuEventRecord(self.0, stream.as_inner())
+            sys::cuEventRecord(self.0, stream.as_raw())
         })?)
     }
 
@@ -284,10 +309,10 @@ impl RawEvent {
     }
 
     /// Makes later work on `stream` wait for the captured work.
-    pub fn wait_on(&self, stream: &Stream) -> Result<()> {
+    pub fn wait_on(&self, stream: StreamRef<'_>) -> Result<()> {
         // SAFETY: both handles are live.
         Ok(check(unsafe {
-            sys::cuStreamWaitEvent(stream.as_inner(), self.0, 0)
+            sys::cuStreamWaitEvent(stream.as_raw(), self.0, 0)
         })?)
     }
 }

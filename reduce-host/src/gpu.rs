@@ -2,15 +2,17 @@
 //! the others) so each kernel module is loaded once per device, when first needed.
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cust::context::{Context, CurrentContext};
+use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
 use cust::stream::{Stream, StreamFlags};
+use cust::sys;
 use reduce_contract::Kernel;
 use reduce_contract::params::SpinParams;
 
 use crate::driver::{Function, Module};
-use crate::error::{DriverError, Error, Result};
+use crate::error::{DriverError, Error, Result, check};
 use crate::images::{self, Code, Image};
+use crate::stream::StreamRef;
 
 /// The members every handle (`DeviceReduce`, `DeviceHistogram`, `DeviceSelect`) has in the same form: `new`
 /// on device 0, its device, and the stream its blocking calls run on. The type needs `with_gpu`, and fields
@@ -45,6 +47,8 @@ macro_rules! handle_basics {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct DeviceInfo {
+    /// The device's ordinal, as `Gpu::with_device` takes it.
+    pub ordinal: u32,
     /// Name reported by the driver.
     pub name: String,
     /// Compute capability as (major, minor).
@@ -87,8 +91,42 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // The modules are unloaded next: their context must be current. Nothing to report a failure to.
-        let _ = CurrentContext::set_current(&*self.ctx);
+        // The modules are unloaded here, in their context; then the caller's context is current again.
+        // Nothing to report a failure to.
+        let _current = Current::enter(self.ctx.as_raw());
+        self.modules = Box::new([]);
+    }
+}
+
+/// The device's context made current for the guard's life; the thread's previous context is restored
+/// when it drops.
+#[must_use = "the context stays current only while the guard lives"]
+pub(crate) struct Current {
+    previous: sys::CUcontext,
+    ours: sys::CUcontext,
+}
+
+impl Current {
+    fn enter(ours: sys::CUcontext) -> Result<Self> {
+        let mut previous = std::ptr::null_mut();
+        // SAFETY: writes the thread's current context (or null) into `previous`.
+        check(unsafe { sys::cuCtxGetCurrent(&mut previous) })?;
+        if previous != ours {
+            // SAFETY: `ours` is a primary context retained for the life of the process.
+            check(unsafe { sys::cuCtxSetCurrent(ours) })?;
+        }
+        Ok(Current { previous, ours })
+    }
+}
+
+impl Drop for Current {
+    fn drop(&mut self) {
+        // A thread with no context before keeps ours (see `Gpu::make_current`).
+        if !self.previous.is_null() && self.previous != self.ours {
+            // SAFETY: `previous` was current on this thread when the guard was made; the caller owns it and
+            // it outlives the guard (a guard lives within one call). Nothing to report a failure to.
+            let _ = unsafe { sys::cuCtxSetCurrent(self.previous) };
+        }
     }
 }
 
@@ -116,6 +154,7 @@ impl Gpu {
         };
         let sm_count = attr(DeviceAttribute::MultiprocessorCount)?;
         let info = DeviceInfo {
+            ordinal,
             name,
             compute_capability: (major, minor),
             sm_count,
@@ -137,9 +176,12 @@ impl Gpu {
         &self.0.info
     }
 
-    /// Makes the device's context current on this thread (every handle method does this first).
-    pub(crate) fn make_current(&self) -> Result<()> {
-        Ok(CurrentContext::set_current(&*self.0.ctx)?)
+    /// Makes the device's context current on this thread until the returned guard drops, which puts the
+    /// caller's context back: every handle method does this first, so a program that keeps its own context
+    /// current finds it unchanged after the call. A thread that had no current context keeps this one, as
+    /// the CUDA runtime does, so buffers can be made on it right after a call.
+    pub(crate) fn make_current(&self) -> Result<Current> {
+        Current::enter(self.0.ctx.as_raw())
     }
 
     /// A kernel, its module loaded (and resolved) the first time. The context must be current.
@@ -164,32 +206,75 @@ impl Gpu {
     /// timed work so the host can queue that work before the GPU reaches it. At most one second, so a
     /// mistaken value cannot hang the GPU.
     #[doc(hidden)]
-    pub fn spin_async(&self, ns: u64, stream: &Stream) -> Result<()> {
+    pub fn spin_async<'s>(&self, ns: u64, stream: impl Into<StreamRef<'s>>) -> Result<()> {
         if ns > 1_000_000_000 {
             return Err(Error::InvalidArgument(format!(
                 "spin of {ns} ns: at most one second"
             )));
         }
-        self.make_current()?;
+        let _current = self.make_current()?;
         let shape = crate::driver::Launch {
             grid: 1,
             block: 32,
             shared_bytes: 0,
         };
         // SAFETY: `util_spin` touches no memory.
-        unsafe { crate::dispatch::launch(self, Kernel::SPIN, shape, stream, SpinParams { ns }) }
+        unsafe {
+            crate::dispatch::launch(self, Kernel::SPIN, shape, stream.into(), SpinParams { ns })
+        }
     }
 
     /// A new non-blocking stream on this device.
     pub fn stream(&self) -> Result<Stream> {
-        self.make_current()?;
+        let _current = self.make_current()?;
         Ok(Stream::new(StreamFlags::NON_BLOCKING, None)?)
     }
 
     /// The stream a handle's blocking calls run on: a blocking stream, so it waits for work the caller
     /// queued on the legacy default stream (cust's `DeviceBuffer::from_slice` copies there) before it runs.
-    pub(crate) fn handle_stream(&self) -> Result<Stream> {
-        self.make_current()?;
-        Ok(Stream::new(StreamFlags::DEFAULT, None)?)
+    pub(crate) fn handle_stream(&self) -> Result<InContext<Stream>> {
+        let _current = self.make_current()?;
+        Ok(InContext::new(
+            self,
+            Stream::new(StreamFlags::DEFAULT, None)?,
+        ))
+    }
+}
+
+/// Device resources (buffers, streams, events) that are freed in their own context: `T` drops with the
+/// device's context current, and the caller's context is current again afterwards. Handles hold their
+/// resources this way, so dropping a handle leaves the thread's context as it was.
+pub(crate) struct InContext<T> {
+    value: std::mem::ManuallyDrop<T>,
+    gpu: Gpu,
+}
+
+impl<T> InContext<T> {
+    pub fn new(gpu: &Gpu, value: T) -> Self {
+        InContext {
+            value: std::mem::ManuallyDrop::new(value),
+            gpu: gpu.clone(),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for InContext<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T> std::ops::DerefMut for InContext<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+}
+
+impl<T> Drop for InContext<T> {
+    fn drop(&mut self) {
+        let _current = self.gpu.make_current();
+        // SAFETY: dropped once, here; the field is never used again.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.value) }
     }
 }

@@ -10,8 +10,9 @@ use crate::dispatch::histogram::Plan;
 use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, InContext};
 use crate::half::{BF16, F16};
+use crate::stream::{self, StreamRef};
 use crate::view::{DeviceView, DeviceViewMut};
 
 mod sealed {
@@ -225,8 +226,8 @@ impl EvenBins {
 /// # Ok::<(), reduce_host::Error>(())
 /// ```
 pub struct DeviceHistogram {
-    counts: DeviceBuffer<u64>,
-    stream: Stream,
+    counts: InContext<DeviceBuffer<u64>>,
+    stream: InContext<Stream>,
     // Declared last: the context outlives the buffer and stream above.
     gpu: Gpu,
 }
@@ -240,9 +241,11 @@ impl DeviceHistogram {
 
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        // The device's context, current while the handle's buffers are allocated in it.
+        let _current = gpu.make_current()?;
         let stream = gpu.handle_stream()?;
         Ok(DeviceHistogram {
-            counts: DeviceBuffer::zeroed(256)?,
+            counts: InContext::new(gpu, DeviceBuffer::zeroed(256)?),
             stream,
             gpu: gpu.clone(),
         })
@@ -270,17 +273,17 @@ impl DeviceHistogram {
     /// # Safety
     /// `input` and `out` must stay allocated, `input` unmodified and `out[..bins]` otherwise unused, until
     /// `stream` has passed this work.
-    pub unsafe fn even_async<'a, 'b, T: HistogramSample, C: Counter>(
+    pub unsafe fn even_async<'s, 'a, 'b, T: HistogramSample, C: Counter>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         bins: usize,
         lower: f32,
         upper: f32,
         out: impl Into<DeviceViewMut<'b, C>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let plan = EvenBins::new(bins, lower, upper)?.plan(T::SAMPLE, C::WIDE);
-        self.enqueue_into::<T, C>(input.into(), plan, out.into(), stream)
+        self.enqueue_into::<T, C>(input.into(), plan, out.into(), stream.into())
     }
 
     /// Counts each byte value of `input`: 256 bins, bin `b` for byte `b` (the same as [`even`](Self::even)
@@ -301,13 +304,18 @@ impl DeviceHistogram {
     ///
     /// # Safety
     /// As [`even_async`](Self::even_async).
-    pub unsafe fn even_u8_async<'a, 'b, C: Counter>(
+    pub unsafe fn even_u8_async<'s, 'a, 'b, C: Counter>(
         &mut self,
         input: impl Into<DeviceView<'a, u8>>,
         out: impl Into<DeviceViewMut<'b, C>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into::<u8, C>(input.into(), Plan::bytes(C::WIDE), out.into(), stream)
+        self.enqueue_into::<u8, C>(
+            input.into(),
+            Plan::bytes(C::WIDE),
+            out.into(),
+            stream.into(),
+        )
     }
 
     /// Refuses `u32` counters for inputs whose bins could overflow them.
@@ -328,20 +336,21 @@ impl DeviceHistogram {
         plan: Plan,
     ) -> Result<Vec<C>> {
         Self::check_capacity::<C>(input.len())?;
-        self.gpu.make_current()?;
+        let _current = self.gpu.make_current()?;
         let bins = plan.bins as usize;
         if self.counts.len() < bins {
             // Blocking calls wait for their work, so nothing in flight uses the old buffer.
-            self.counts = DeviceBuffer::zeroed(bins)?;
+            self.counts = InContext::new(&self.gpu, DeviceBuffer::zeroed(bins)?);
         }
         let out = self.counts.as_device_ptr().as_raw();
-        let stream = &self.stream;
-        let input = Span::of_view(input, "input")?;
+        let stream = StreamRef::from(&*self.stream);
+        let homes = [input.home()];
+        let input = Span::of_view(&self.gpu, input, "input")?;
         // SAFETY: `counts` holds at least `bins` u64, so room for `bins` counters of `C`; blocking work ends
         // before the buffer is reused or freed.
-        unsafe {
-            dispatch::histogram::enqueue::<T, C>(&self.gpu, input, &plan, out as *mut C, stream)?
-        };
+        stream::ordered(&homes, stream, || unsafe {
+            dispatch::histogram::enqueue::<T, C>(&self.gpu, input, &plan, out as *mut C, stream)
+        })?;
         let mut counts = vec![C::default(); bins];
         // SAFETY: the kernels just enqueued on `stream` write `bins` counters of `C` at `out`.
         unsafe { driver::read_back_slice(out, &mut counts, stream)? };
@@ -353,7 +362,7 @@ impl DeviceHistogram {
         input: DeviceView<'_, T>,
         plan: Plan,
         out: DeviceViewMut<'_, C>,
-        stream: &Stream,
+        stream: StreamRef<'_>,
     ) -> Result<()> {
         if out.len() < plan.bins as usize {
             return Err(Error::InvalidArgument(format!(
@@ -363,21 +372,22 @@ impl DeviceHistogram {
             )));
         }
         Self::check_capacity::<C>(input.len())?;
-        let input = Span::of_view(input, "input")?;
-        let out = Span::of_view_mut(&out, "output")?;
+        let homes = [input.home(), out.home()];
+        let input = Span::of_view(&self.gpu, input, "input")?;
+        let out = Span::of_view_mut(&self.gpu, &out, "output")?;
         input.disjoint(&out, "input", "output")?;
-        self.gpu.make_current()?;
+        let _current = self.gpu.make_current()?;
         // SAFETY: `out` is a live device slice of at least `bins` counters; the caller keeps it alive.
-        unsafe {
+        stream::ordered(&homes, stream, || unsafe {
             dispatch::histogram::enqueue::<T, C>(&self.gpu, input, &plan, out.as_mut_ptr(), stream)
-        }
+        })
     }
 }
 
 impl Drop for DeviceHistogram {
     fn drop(&mut self) {
         // The fields free device memory: make their context current first. Nothing to report a failure to.
-        let _ = self.gpu.make_current();
+        let _current = self.gpu.make_current();
     }
 }
 

@@ -1,8 +1,7 @@
 //! [`LastUse`]: stream ordering for a handle's scratch buffers, which async calls may use from any stream.
-use cust::stream::Stream;
-
 use crate::driver::{self, RawEvent};
 use crate::error::Result;
+use crate::stream::StreamRef;
 
 /// The event recorded after the latest work that used some scratch. Every use waits for it on its stream
 /// first (a stream wait on an event is cheap), so two streams never touch the scratch at the same time, not
@@ -23,7 +22,7 @@ impl LastUse {
     }
 
     /// Makes `stream` wait for the previous use (at once if there was none).
-    pub fn acquire(&self, stream: &Stream) -> Result<()> {
+    pub fn acquire(&self, stream: StreamRef<'_>) -> Result<()> {
         if !driver::capturing(stream)? {
             self.event.wait_on(stream)?;
         }
@@ -31,7 +30,7 @@ impl LastUse {
     }
 
     /// Records that work using the scratch was enqueued on `stream`.
-    pub fn release(&mut self, stream: &Stream) -> Result<()> {
+    pub fn release(&mut self, stream: StreamRef<'_>) -> Result<()> {
         if driver::capturing(stream)? {
             return Ok(());
         }

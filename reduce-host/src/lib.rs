@@ -56,6 +56,9 @@
 
 #[doc(hidden)]
 pub mod cpu;
+#[cfg(feature = "cudarc")]
+mod cudarc;
+mod determinism;
 mod dispatch;
 mod driver;
 mod element;
@@ -71,6 +74,7 @@ mod reduce;
 pub mod seed;
 mod segmented;
 pub mod select;
+mod stream;
 mod testing;
 mod tuning;
 mod view;
@@ -79,6 +83,7 @@ mod view;
 /// your crate need not match its version by hand (`use reduce_host::cust::memory::DeviceBuffer;`).
 pub use cust;
 
+pub use determinism::Determinism;
 pub use element::{Element, Indexed, OrdElement, SumElement};
 pub use error::{DriverError, Error, Result};
 pub use gpu::{DeviceInfo, Gpu};
@@ -90,6 +95,7 @@ pub use segmented::{DeviceSegmentedReduce, Segments, SoftmaxElement, SoftmaxStat
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
 };
+pub use stream::StreamRef;
 #[doc(hidden)]
 pub use testing::LaneWord;
 pub use tuning::Policy;

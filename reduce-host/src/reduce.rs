@@ -4,14 +4,17 @@ use cust::memory::DeviceCopy;
 use cust::stream::Stream;
 use reduce_contract::Op;
 
+use crate::determinism::Determinism;
 use crate::dispatch::reduce::{Scratch, Strategy};
+use crate::dispatch::reproducible::{ReproScratch, ReproShape};
 use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, InContext};
+use crate::stream::{self, StreamRef};
 use crate::tuning::{self, Policy};
-use crate::view::{DeviceView, DeviceViewMut};
+use crate::view::{DeviceView, DeviceViewMut, Home};
 
 /// How the per-block partials of a device-wide reduction are combined.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -75,13 +78,18 @@ impl Combine {
 /// on the previous call's completion event first. Calls captured into a CUDA graph are not tracked that way:
 /// a graph that holds calls of a handle must not run while other calls of that handle (or replays of
 /// another such graph) run, and must not be launched after the handle is dropped or after
-/// [`set_policy`](Self::set_policy) grows the partials, both of which free buffers the captured kernels
-/// point at.
+/// [`set_policy`](Self::set_policy) grows the partials, or after a [`Determinism::GpuToGpu`] sum of an input
+/// longer than any before grows its chunk partials: all of these free buffers the captured kernels point
+/// at.
 pub struct DeviceReduce {
-    scratch: Scratch,
-    stream: Stream,
+    scratch: InContext<Scratch>,
+    stream: InContext<Stream>,
     policy: Policy,
     combine: Combine,
+    determinism: Determinism,
+    repro: InContext<ReproScratch>,
+    /// A test's override of the reproducible sum's launch shape.
+    repro_shape: ReproShape,
     // Declared last: the context outlives the buffers and stream above.
     gpu: Gpu,
 }
@@ -91,14 +99,19 @@ handle_basics!(DeviceReduce);
 impl DeviceReduce {
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        // The device's context, current while the handle's buffers are allocated in it.
+        let _current = gpu.make_current()?;
         let stream = gpu.handle_stream()?;
         let info = gpu.info();
         let policy = tuning::policy(info.cc());
         Ok(DeviceReduce {
-            scratch: Scratch::new(info.sm_count * policy.blocks_per_sm)?,
+            scratch: InContext::new(gpu, Scratch::new(info.sm_count * policy.blocks_per_sm)?),
             stream,
             policy,
             combine: Combine::default(),
+            determinism: Determinism::default(),
+            repro: InContext::new(gpu, ReproScratch::new()?),
+            repro_shape: ReproShape::default(),
             gpu: gpu.clone(),
         })
     }
@@ -113,6 +126,48 @@ impl DeviceReduce {
         self.combine = combine;
     }
 
+    /// The bit-reproducibility of float sums ([`Determinism::RunToRun`] unless set).
+    pub fn determinism(&self) -> Determinism {
+        self.determinism
+    }
+
+    /// Chooses the bit-reproducibility of the following float sums (`sum` and `sum_async`):
+    /// [`Determinism::GpuToGpu`] gives bits that depend only on the values and their order, with the error
+    /// bound its documentation states.
+    pub fn set_determinism(&mut self, determinism: Determinism) {
+        self.determinism = determinism;
+    }
+
+    /// Forces the reproducible sum's launch shape, so tests can check that it does not change the bits:
+    /// the chunk kernel's grid capped at `max_grid` blocks (`None`: one resident wave; its block size is
+    /// the policy's `threads`), and the combine's block of `combine_threads` (a multiple of 32 in 32..=1024;
+    /// `None`: 1024).
+    #[doc(hidden)]
+    pub fn set_reproducible_shape(
+        &mut self,
+        max_grid: Option<u32>,
+        combine_threads: Option<u32>,
+    ) -> Result<()> {
+        if combine_threads.is_some_and(|t| !t.is_multiple_of(32) || !(32..=1024).contains(&t)) {
+            return Err(Error::InvalidArgument(format!(
+                "combine_threads {combine_threads:?} must be a multiple of 32 in 32..=1024"
+            )));
+        }
+        self.repro_shape = ReproShape {
+            max_grid,
+            combine_threads,
+            ..self.repro_shape
+        };
+        Ok(())
+    }
+
+    /// Turns the reproducible sum's L2 prefetch on or off (`None`: the tuning default), for the bench to
+    /// time both; the bits are the same either way.
+    #[doc(hidden)]
+    pub fn set_reproducible_prefetch(&mut self, prefetch: Option<bool>) {
+        self.repro_shape.prefetch = prefetch;
+    }
+
     /// The launch policy in use (from the tuning table for this device unless set).
     pub fn policy(&self) -> Policy {
         self.policy
@@ -123,21 +178,23 @@ impl DeviceReduce {
     /// [`Error::InvalidArgument`].
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
         policy.check()?;
-        self.make_current()?;
+        let _current = self.make_current()?;
         self.scratch
             .reserve(self.gpu.info().sm_count * policy.blocks_per_sm)?;
         self.policy = policy;
         Ok(())
     }
 
-    fn make_current(&self) -> Result<()> {
+    fn make_current(&self) -> Result<crate::gpu::Current> {
         self.gpu.make_current()
     }
 
     /// Sum of the elements; 0 for an empty slice, returned in [`SumElement::Acc`]. f32 is summed in f32 (f16
     /// and bf16 too, widened) by a fixed tree: with every strategy but [`Combine::Atomic`] the bits
-    /// are the same on every run. Integers are summed in i64/u64 and **wrap** on overflow (the result is the
-    /// exact sum modulo 2^64), the same with every strategy.
+    /// are the same on every run. With [`Determinism::GpuToGpu`] float sums take the reproducible
+    /// algorithm instead (f64 accumulation, bits independent of the GPU and the launch; see there).
+    /// Integers are summed in i64/u64 and **wrap** on overflow (the result is the exact sum modulo 2^64),
+    /// the same with every strategy.
     pub fn sum<'a, T: SumElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
@@ -194,13 +251,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// `input` and `out` must stay allocated, and `input` unmodified, until `stream` has passed this work.
-    pub unsafe fn sum_async<'a, 'b, T: SumElement>(
+    pub unsafe fn sum_async<'s, 'a, 'b, T: SumElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         out: impl Into<DeviceViewMut<'b, T::Acc>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into(Op::Sum, input.into(), out.into(), stream)
+        self.enqueue_into(Op::Sum, input.into(), out.into(), stream.into())
     }
 
     /// Enqueues the max of `input` into `out[0]`; an empty input writes the identity (−∞, or `MIN` for
@@ -208,13 +265,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn max_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn max_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         out: impl Into<DeviceViewMut<'b, T>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into(Op::Max, input.into(), out.into(), stream)
+        self.enqueue_into(Op::Max, input.into(), out.into(), stream.into())
     }
 
     /// Enqueues the min of `input` into `out[0]`; an empty input writes the identity (+∞, or `MAX` for
@@ -222,13 +279,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn min_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn min_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         out: impl Into<DeviceViewMut<'b, T>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into(Op::Min, input.into(), out.into(), stream)
+        self.enqueue_into(Op::Min, input.into(), out.into(), stream.into())
     }
 
     /// Enqueues the argmax of `input` into `out[0]`; an empty input writes `{ value: −∞ (or MIN), index:
@@ -236,13 +293,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn argmax_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn argmax_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into(Op::ArgMax, input.into(), out.into(), stream)
+        self.enqueue_into(Op::ArgMax, input.into(), out.into(), stream.into())
     }
 
     /// Enqueues the argmin of `input` into `out[0]`; an empty input writes `{ value: +∞ (or MAX), index:
@@ -250,13 +307,13 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn argmin_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn argmin_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        self.enqueue_into(Op::ArgMin, input.into(), out.into(), stream)
+        self.enqueue_into(Op::ArgMin, input.into(), out.into(), stream.into())
     }
 
     /// Runs `op` over `input` on the handle's stream and reads the accumulator back.
@@ -265,11 +322,11 @@ impl DeviceReduce {
         op: Op,
         input: DeviceView<'_, T>,
     ) -> Result<Acc> {
-        self.make_current()?;
+        let _current = self.make_current()?;
         let out = self.scratch.result.as_device_ptr().as_raw();
-        self.enqueue::<T, Acc>(op, input, out as *mut Acc, None)?;
+        self.enqueue::<T, Acc>(op, input, (out as *mut Acc, Home::default()), None)?;
         // SAFETY: the kernels just enqueued write an `Acc` to `out` on the handle's stream.
-        unsafe { driver::read_back::<Acc>(out, &self.stream) }
+        unsafe { driver::read_back::<Acc>(out, StreamRef::from(&*self.stream)) }
     }
 
     fn enqueue_into<T: Element, Acc: DeviceCopy>(
@@ -277,34 +334,54 @@ impl DeviceReduce {
         op: Op,
         input: DeviceView<'_, T>,
         out: DeviceViewMut<'_, Acc>,
-        stream: &Stream,
+        stream: StreamRef<'_>,
     ) -> Result<()> {
         if out.is_empty() {
             return Err(Error::InvalidArgument(
                 "the output slice must hold at least one element".into(),
             ));
         }
-        let out = Span::of_view(out.as_view().get(..1).expect("not empty"), "output")?;
-        Span::of_view(input, "input")?.disjoint(&out, "input", "output")?;
-        self.make_current()?;
-        self.enqueue::<T, Acc>(op, input, out.as_mut_ptr(), Some(stream))
+        let home = out.home();
+        let out = Span::of_view(
+            &self.gpu,
+            out.as_view().get(..1).expect("not empty"),
+            "output",
+        )?;
+        Span::of_view(&self.gpu, input, "input")?.disjoint(&out, "input", "output")?;
+        let _current = self.make_current()?;
+        self.enqueue::<T, Acc>(op, input, (out.as_mut_ptr(), home), Some(stream))
     }
 
     fn enqueue<T: Element, Acc>(
         &mut self,
         op: Op,
         input: DeviceView<'_, T>,
-        out: *mut Acc,
-        stream: Option<&Stream>,
+        (out, out_home): (*mut Acc, Home),
+        stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
-        let stream = stream.unwrap_or(&self.stream);
-        let input = Span::of_view(input, "input")?;
+        let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
+        let homes = [input.home(), out_home];
+        let input = Span::of_view(&self.gpu, input, "input")?;
+        if op == Op::Sum && self.determinism.reproducible_sum(T::ELEM) {
+            // SAFETY: as below; for a float sum `Acc` is the f32 or f64 result the kernels write.
+            return stream::ordered(&homes, stream, || unsafe {
+                dispatch::reproducible::enqueue(
+                    &self.gpu,
+                    &mut self.repro,
+                    (&self.policy, self.repro_shape),
+                    T::ELEM,
+                    input,
+                    out,
+                    stream,
+                )
+            });
+        }
         let strategy = self
             .combine
             .resolve(input.len * std::mem::size_of::<T>() as u64);
         // SAFETY: `input` is a borrowed view and `out` holds one `Acc` (the handle's result slot, or a
         // non-empty slice the caller keeps alive until `stream` passes this work).
-        unsafe {
+        stream::ordered(&homes, stream, || unsafe {
             dispatch::reduce::enqueue(
                 &self.gpu,
                 &mut self.scratch,
@@ -315,7 +392,7 @@ impl DeviceReduce {
                 out,
                 stream,
             )
-        }
+        })
     }
 }
 
@@ -323,9 +400,10 @@ impl Drop for DeviceReduce {
     fn drop(&mut self) {
         // The fields free device memory and unload the module: make their context current first. A failure
         // here has no caller to go to, so it is dropped.
-        let _ = self.gpu.make_current();
+        let _current = self.gpu.make_current();
         // Async calls may still be using the scratch on any stream: wait for the last use before it is freed.
         let _ = self.scratch.wait_idle();
+        let _ = self.repro.wait_idle();
     }
 }
 

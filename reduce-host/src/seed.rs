@@ -7,7 +7,8 @@ use reduce_contract::layout::SEED_THREADS;
 use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, InContext};
+use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut};
 
 /// One step of the chapter's sum kernel.
@@ -52,16 +53,18 @@ const V5_BLOCKS_PER_SM: u32 = 8;
 /// Runs the seed kernels; their per-block partials are combined by the production finalize kernel.
 pub struct SeedReduce {
     partials: DeviceBuffer<f32>,
-    stream: Stream,
+    stream: InContext<Stream>,
     gpu: Gpu,
 }
 
 impl SeedReduce {
     /// A handle on an opened device.
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        // The device's context, current while the handle's buffers are allocated in it.
+        let _current = gpu.make_current()?;
         Ok(SeedReduce {
             partials: DeviceBuffer::zeroed(1)?,
-            stream: gpu.stream()?,
+            stream: InContext::new(gpu, gpu.stream()?),
             gpu: gpu.clone(),
         })
     }
@@ -86,7 +89,7 @@ impl SeedReduce {
             )));
         }
         if (self.partials.len() as u64) < grid {
-            self.gpu.make_current()?;
+            let _current = self.gpu.make_current()?;
             self.stream.synchronize()?;
             self.partials = DeviceBuffer::zeroed(grid as usize)?;
         }
@@ -106,7 +109,7 @@ impl SeedReduce {
         // SAFETY: `input` and `out` outlive the synchronize in `read_back`.
         unsafe {
             self.sum_async(version, input, &mut out, &stream)?;
-            driver::read_back::<f32>(out.as_device_ptr().as_raw(), &stream)
+            driver::read_back::<f32>(out.as_device_ptr().as_raw(), StreamRef::from(&stream))
         }
     }
 
@@ -116,12 +119,12 @@ impl SeedReduce {
     /// # Safety
     /// `input` and `out` must stay allocated and `input` unmodified until `stream` has passed this work; the
     /// handle's partials must not be in use by another stream's unfinished call.
-    pub unsafe fn sum_async<'a, 'b>(
+    pub unsafe fn sum_async<'s, 'a, 'b>(
         &mut self,
         version: SeedVersion,
         input: impl Into<DeviceView<'a, f32>>,
         out: impl Into<DeviceViewMut<'b, f32>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let (input, out) = (input.into(), out.into());
         let n = input.len() as u64;
@@ -137,9 +140,9 @@ impl SeedReduce {
                 "v5 reads float4s: the input must be 16-byte aligned".into(),
             ));
         }
-        self.gpu.make_current()?;
-        let input = Span::<f32>::from_raw(input_ptr, n, "input")?;
-        let out = Span::of_view_mut(&out, "output")?;
+        let _current = self.gpu.make_current()?;
+        let input = Span::<f32>::from_raw(&self.gpu, input_ptr, n, "input")?;
+        let out = Span::of_view_mut(&self.gpu, &out, "output")?;
         input.disjoint(&out, "input", "output")?;
         // SAFETY: the caller keeps `input` and `out` alive; `partials` holds `grid` f32 (checked above) and
         // is this handle's alone; v5's 16-byte alignment is checked above.
@@ -151,7 +154,7 @@ impl SeedReduce {
                 input,
                 self.partials.as_device_ptr().as_raw() as *mut f32,
                 out.as_mut_ptr(),
-                stream,
+                stream.into(),
             )
         }
     }

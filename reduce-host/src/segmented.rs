@@ -7,11 +7,13 @@ use reduce_contract::{Module, Op, Sample};
 
 use crate::dispatch::Span;
 use crate::dispatch::segmented::{self, Layout, Scratch};
+use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, InContext};
 use crate::half::{BF16, F16};
-use crate::view::{DeviceView, DeviceViewMut};
+use crate::stream::{self, StreamRef};
+use crate::view::{DeviceView, DeviceViewMut, Home};
 
 pub use reduce_contract::SoftmaxStats;
 
@@ -99,9 +101,22 @@ impl<'a> Segments<'a> {
         }
     }
 
+    /// The streams that own the offsets, when they are cudarc memory.
+    fn homes(&self) -> [Home; 2] {
+        match self.kind {
+            Kind::Offsets { begin, end } => [begin.home(), end.home()],
+            Kind::Rows { .. } => [Home::default(); 2],
+        }
+    }
+
     /// Checks the segments against an input of `n` elements: rows must lie inside it (offsets are checked
     /// on the device, where they are).
-    pub(crate) fn layout(&self, n: u64) -> Result<Layout> {
+    /// `span` checks an offsets view the way every device slice of a call is checked (address, device).
+    pub(crate) fn layout(
+        &self,
+        n: u64,
+        span: impl Fn(DeviceView<'_, u64>, &str) -> Result<Span<u64>>,
+    ) -> Result<Layout> {
         let invalid = |m: String| Err(Error::InvalidArgument(m));
         match self.kind {
             Kind::Rows { rows, cols, stride } => {
@@ -145,8 +160,8 @@ impl<'a> Segments<'a> {
                 }
                 Ok(Layout::Offsets {
                     count: begin.len() as u64,
-                    begin: Span::of_view(begin, "begin offsets")?,
-                    end: Span::of_view(end, "end offsets")?,
+                    begin: span(begin, "begin offsets")?,
+                    end: span(end, "end offsets")?,
                 })
             }
         }
@@ -217,8 +232,8 @@ softmax_elements!(f32 => F32, F16 => F16, BF16 => BF16);
 /// Async calls on different streams share the scratch safely, as [`DeviceReduce`](crate::DeviceReduce)'s
 /// do, with the same caveat for CUDA graphs.
 pub struct DeviceSegmentedReduce {
-    scratch: Scratch,
-    stream: Stream,
+    scratch: InContext<Scratch>,
+    stream: InContext<Stream>,
     // Declared last: the context outlives the buffers and stream above.
     gpu: Gpu,
 }
@@ -228,9 +243,11 @@ handle_basics!(DeviceSegmentedReduce);
 impl DeviceSegmentedReduce {
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        // The device's context, current while the handle's buffers are allocated in it.
+        let _current = gpu.make_current()?;
         let stream = gpu.handle_stream()?;
         Ok(DeviceSegmentedReduce {
-            scratch: Scratch::new()?,
+            scratch: InContext::new(gpu, Scratch::new()?),
             stream,
             gpu: gpu.clone(),
         })
@@ -347,90 +364,126 @@ impl DeviceSegmentedReduce {
     /// # Safety
     /// `input`, the offsets and `out` must stay allocated, and `input` and the offsets unmodified, until
     /// `stream` has passed this work.
-    pub unsafe fn sum_async<'a, 'b, T: SumElement>(
+    pub unsafe fn sum_async<'s, 'a, 'b, T: SumElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, T::Acc>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Segmented(Op::Sum, T::ELEM);
-        self.run(module, input.into(), segments, out.into(), Some(stream))
+        self.run(
+            module,
+            input.into(),
+            segments,
+            out.into(),
+            Some(stream.into()),
+        )
     }
 
     /// Enqueues [`max`](Self::max) on `stream` and returns without waiting.
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn max_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn max_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, T>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Segmented(Op::Max, T::ELEM);
-        self.run(module, input.into(), segments, out.into(), Some(stream))
+        self.run(
+            module,
+            input.into(),
+            segments,
+            out.into(),
+            Some(stream.into()),
+        )
     }
 
     /// Enqueues [`min`](Self::min) on `stream` and returns without waiting.
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn min_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn min_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, T>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Segmented(Op::Min, T::ELEM);
-        self.run(module, input.into(), segments, out.into(), Some(stream))
+        self.run(
+            module,
+            input.into(),
+            segments,
+            out.into(),
+            Some(stream.into()),
+        )
     }
 
     /// Enqueues [`argmax`](Self::argmax) on `stream` and returns without waiting.
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn argmax_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn argmax_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Segmented(Op::ArgMax, T::ELEM);
-        self.run(module, input.into(), segments, out.into(), Some(stream))
+        self.run(
+            module,
+            input.into(),
+            segments,
+            out.into(),
+            Some(stream.into()),
+        )
     }
 
     /// Enqueues [`argmin`](Self::argmin) on `stream` and returns without waiting.
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn argmin_async<'a, 'b, T: OrdElement>(
+    pub unsafe fn argmin_async<'s, 'a, 'b, T: OrdElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Segmented(Op::ArgMin, T::ELEM);
-        self.run(module, input.into(), segments, out.into(), Some(stream))
+        self.run(
+            module,
+            input.into(),
+            segments,
+            out.into(),
+            Some(stream.into()),
+        )
     }
 
     /// Enqueues [`softmax_stats`](Self::softmax_stats) on `stream` and returns without waiting.
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn softmax_stats_async<'a, 'b, T: SoftmaxElement>(
+    pub unsafe fn softmax_stats_async<'s, 'a, 'b, T: SoftmaxElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, SoftmaxStats>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Softmax(T::SAMPLE);
-        self.run(module, input.into(), segments, out.into(), Some(stream))
+        self.run(
+            module,
+            input.into(),
+            segments,
+            out.into(),
+            Some(stream.into()),
+        )
     }
 
     /// Checks the arguments and enqueues `module`'s reduction: on `stream`, or (`None`) on the handle's
@@ -441,10 +494,14 @@ impl DeviceSegmentedReduce {
         input: DeviceView<'_, T>,
         segments: Segments<'_>,
         out: DeviceViewMut<'_, Acc>,
-        stream: Option<&Stream>,
+        stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
-        let input_span = Span::of_view(input, "input")?;
-        let layout = segments.layout(input_span.len)?;
+        let _current = self.gpu.make_current()?;
+        let [begin_home, end_home] = segments.homes();
+        let homes = [input.home(), out.home(), begin_home, end_home];
+        let input_span = Span::of_view(&self.gpu, input, "input")?;
+        let layout =
+            segments.layout(input_span.len, |v, what| Span::of_view(&self.gpu, v, what))?;
         let count = layout.count();
         if (out.len() as u64) < count {
             return Err(Error::InvalidArgument(format!(
@@ -452,18 +509,17 @@ impl DeviceSegmentedReduce {
                 out.len()
             )));
         }
-        let out = Span::of_view(out.as_view().slice(..count as usize), "output")?;
+        let out = Span::of_view(&self.gpu, out.as_view().slice(..count as usize), "output")?;
         input_span.disjoint(&out, "input", "output")?;
         if let Layout::Offsets { begin, end, .. } = layout {
             begin.disjoint(&out, "begin offsets", "output")?;
             end.disjoint(&out, "end offsets", "output")?;
         }
-        self.gpu.make_current()?;
         let blocking = stream.is_none();
-        let stream = stream.unwrap_or(&self.stream);
+        let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
         // SAFETY: the views borrow live memory (blocking calls wait below; async callers keep it alive per
         // their contract); rows were checked to lie inside the input, and `out` holds `count` results.
-        unsafe {
+        stream::ordered(&homes, stream, || unsafe {
             segmented::enqueue(
                 &self.gpu,
                 &mut self.scratch,
@@ -472,8 +528,8 @@ impl DeviceSegmentedReduce {
                 layout,
                 out.as_mut_ptr(),
                 stream,
-            )?
-        };
+            )
+        })?;
         if !blocking {
             return Ok(());
         }
@@ -488,7 +544,7 @@ impl DeviceSegmentedReduce {
                 }
                 Ok(())
             }
-            _ => Ok(stream.synchronize()?),
+            _ => driver::synchronize(stream),
         }
     }
 }
@@ -496,7 +552,7 @@ impl DeviceSegmentedReduce {
 impl Drop for DeviceSegmentedReduce {
     fn drop(&mut self) {
         // As DeviceReduce: make the context current, then wait for the scratch's last use before it is freed.
-        let _ = self.gpu.make_current();
+        let _current = self.gpu.make_current();
         let _ = self.scratch.wait_idle();
     }
 }
@@ -504,6 +560,16 @@ impl Drop for DeviceSegmentedReduce {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The offsets check of a call, for tests whose segments are rows (or fail before it).
+    fn rows_only(_: DeviceView<'_, u64>, _: &str) -> Result<Span<u64>> {
+        unreachable!("rows need no device check")
+    }
+
+    /// The address checks of a call's offsets without the device check (no GPU here).
+    fn addresses_only(v: DeviceView<'_, u64>, what: &str) -> Result<Span<u64>> {
+        Span::aligned(v.as_raw(), v.len() as u64, what)
+    }
 
     fn invalid(r: Result<Layout>) -> String {
         match r {
@@ -514,7 +580,7 @@ mod tests {
 
     #[test]
     fn rows_must_lie_inside_the_input() {
-        let l = Segments::rows(3, 5, 8).layout(21).unwrap();
+        let l = Segments::rows(3, 5, 8).layout(21, rows_only).unwrap();
         assert!(matches!(
             l,
             Layout::Rows {
@@ -523,30 +589,47 @@ mod tests {
                 stride: 8
             }
         ));
-        assert!(invalid(Segments::rows(3, 5, 8).layout(20)).contains("past the input"));
-        assert!(Segments::fixed(4, 16).layout(64).is_ok());
-        assert!(invalid(Segments::fixed(4, 16).layout(63)).contains("past"));
+        assert!(invalid(Segments::rows(3, 5, 8).layout(20, rows_only)).contains("past the input"));
+        assert!(Segments::fixed(4, 16).layout(64, rows_only).is_ok());
+        assert!(invalid(Segments::fixed(4, 16).layout(63, rows_only)).contains("past"));
     }
 
     #[test]
     fn stride_below_cols_is_refused() {
-        assert!(invalid(Segments::rows(2, 5, 4).layout(100)).contains("stride"));
+        assert!(invalid(Segments::rows(2, 5, 4).layout(100, rows_only)).contains("stride"));
     }
 
     #[test]
     fn empty_layouts_are_fine() {
-        assert_eq!(Segments::rows(0, 5, 8).layout(0).unwrap().count(), 0);
-        assert_eq!(Segments::rows(7, 0, 0).layout(0).unwrap().count(), 7);
-        assert_eq!(Segments::fixed(0, 0).layout(0).unwrap().count(), 0);
+        assert_eq!(
+            Segments::rows(0, 5, 8)
+                .layout(0, rows_only)
+                .unwrap()
+                .count(),
+            0
+        );
+        assert_eq!(
+            Segments::rows(7, 0, 0)
+                .layout(0, rows_only)
+                .unwrap()
+                .count(),
+            7
+        );
+        assert_eq!(
+            Segments::fixed(0, 0).layout(0, rows_only).unwrap().count(),
+            0
+        );
     }
 
     #[test]
     fn overflowing_shapes_are_refused_not_wrapped() {
         let big = usize::MAX / 2 + 1;
-        assert!(invalid(Segments::rows(3, 1, big).layout(u64::MAX)).contains("overflow"));
-        assert!(invalid(Segments::fixed(big, 4).layout(u64::MAX)).contains("overflow"));
         assert!(
-            invalid(Segments::rows(2, usize::MAX, usize::MAX).layout(u64::MAX))
+            invalid(Segments::rows(3, 1, big).layout(u64::MAX, rows_only)).contains("overflow")
+        );
+        assert!(invalid(Segments::fixed(big, 4).layout(u64::MAX, rows_only)).contains("overflow"));
+        assert!(
+            invalid(Segments::rows(2, usize::MAX, usize::MAX).layout(u64::MAX, rows_only))
                 .contains("overflow")
         );
     }
@@ -560,11 +643,15 @@ mod tests {
                 DeviceView::<u64>::from_raw_parts(0x2000, 4),
             )
         };
-        assert!(invalid(Segments::offsets(b, e).layout(10)).contains("begin offsets"));
-        let l = Segments::offsets(b, e.slice(1..)).layout(10).unwrap();
+        assert!(
+            invalid(Segments::offsets(b, e).layout(10, addresses_only)).contains("begin offsets")
+        );
+        let l = Segments::offsets(b, e.slice(1..))
+            .layout(10, addresses_only)
+            .unwrap();
         assert_eq!(l.count(), 3);
         // SAFETY: as above; misaligned on purpose.
         let odd = unsafe { DeviceView::<u64>::from_raw_parts(0x1004, 3) };
-        assert!(invalid(Segments::offsets(odd, b).layout(10)).contains("aligned"));
+        assert!(invalid(Segments::offsets(odd, b).layout(10, addresses_only)).contains("aligned"));
     }
 }

@@ -9,9 +9,10 @@ use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, InContext};
+use crate::stream::{self, StreamRef};
 use crate::tuning::{self, Policy};
-use crate::view::{DeviceView, DeviceViewMut};
+use crate::view::{DeviceView, DeviceViewMut, Home};
 
 mod sealed {
     pub trait Sealed {}
@@ -111,9 +112,9 @@ impl Predicate<f32> for IsFinite {
 /// scratch.
 pub struct DeviceSelect {
     /// Where blocking calls have the count written.
-    count: DeviceBuffer<u64>,
-    tiles: Scratch,
-    stream: Stream,
+    count: InContext<DeviceBuffer<u64>>,
+    tiles: InContext<Scratch>,
+    stream: InContext<Stream>,
     policy: Policy,
     // Declared last: the context outlives the buffers and stream above.
     gpu: Gpu,
@@ -124,10 +125,12 @@ handle_basics!(DeviceSelect);
 impl DeviceSelect {
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        // The device's context, current while the handle's buffers are allocated in it.
+        let _current = gpu.make_current()?;
         let stream = gpu.handle_stream()?;
         Ok(DeviceSelect {
-            count: DeviceBuffer::zeroed(1)?,
-            tiles: Scratch::new()?,
+            count: InContext::new(gpu, DeviceBuffer::zeroed(1)?),
+            tiles: InContext::new(gpu, Scratch::new()?),
             stream,
             policy: Policy {
                 threads: tuning::SELECT_THREADS,
@@ -182,8 +185,8 @@ impl DeviceSelect {
         flags: impl Into<DeviceView<'a, u8>>,
         out: impl Into<DeviceViewMut<'b, T>>,
     ) -> Result<u64> {
-        let input = input.into();
-        self.blocking(Self::flagged::<T>(input, flags.into())?, input, out.into())
+        let (input, flags) = (input.into(), flags.into());
+        self.blocking(self.flagged::<T>(input, flags)?, input, out.into())
     }
 
     /// Enqueues [`select_if`](Self::select_if) on `stream`, with the count written to `count[0]`, and
@@ -192,20 +195,20 @@ impl DeviceSelect {
     /// # Safety
     /// `input`, `out` and `count` must stay allocated, `input` unmodified and `out`/`count` untouched by
     /// other work, until `stream` has passed this work.
-    pub unsafe fn select_if_async<'a, 'b, T: SelectElement, P: Predicate<T>>(
+    pub unsafe fn select_if_async<'s, 'a, 'b, T: SelectElement, P: Predicate<T>>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         pred: P,
         out: impl Into<DeviceViewMut<'b, T>>,
         count: impl Into<DeviceViewMut<'b, u64>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         self.enqueue_into(
             by_predicate(false, &pred),
             input.into(),
             out.into(),
             count.into(),
-            stream,
+            stream.into(),
         )
     }
 
@@ -214,20 +217,20 @@ impl DeviceSelect {
     ///
     /// # Safety
     /// As [`select_if_async`](Self::select_if_async).
-    pub unsafe fn select_if_stable_async<'a, 'b, T: SelectElement, P: Predicate<T>>(
+    pub unsafe fn select_if_stable_async<'s, 'a, 'b, T: SelectElement, P: Predicate<T>>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         pred: P,
         out: impl Into<DeviceViewMut<'b, T>>,
         count: impl Into<DeviceViewMut<'b, u64>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         self.enqueue_into(
             by_predicate(true, &pred),
             input.into(),
             out.into(),
             count.into(),
-            stream,
+            stream.into(),
         )
     }
 
@@ -236,20 +239,21 @@ impl DeviceSelect {
     ///
     /// # Safety
     /// As [`select_if_async`](Self::select_if_async); `flags` too must stay allocated and unmodified.
-    pub unsafe fn select_flagged_async<'a, 'b, T: SelectElement>(
+    pub unsafe fn select_flagged_async<'s, 'a, 'b, T: SelectElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
         flags: impl Into<DeviceView<'a, u8>>,
         out: impl Into<DeviceViewMut<'b, T>>,
         count: impl Into<DeviceViewMut<'b, u64>>,
-        stream: &Stream,
+        stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let input = input.into();
-        let selection = Self::flagged::<T>(input, flags.into())?;
-        self.enqueue_into(selection, input, out.into(), count.into(), stream)
+        let (input, flags) = (input.into(), flags.into());
+        let selection = self.flagged::<T>(input, flags)?;
+        self.enqueue_into(selection, input, out.into(), count.into(), stream.into())
     }
 
     fn flagged<T: SelectElement>(
+        &self,
         input: DeviceView<'_, T>,
         flags: DeviceView<'_, u8>,
     ) -> Result<Selection<T>> {
@@ -261,7 +265,8 @@ impl DeviceSelect {
             )));
         }
         Ok(Selection::Flagged {
-            flags: Span::of_view(flags, "flags")?,
+            flags: Span::of_view(&self.gpu, flags, "flags")?,
+            home: flags.home(),
         })
     }
 
@@ -271,11 +276,17 @@ impl DeviceSelect {
         input: DeviceView<'_, T>,
         out: DeviceViewMut<'_, T>,
     ) -> Result<u64> {
-        self.gpu.make_current()?;
+        let _current = self.gpu.make_current()?;
         let count = self.count.as_device_ptr().as_raw();
-        self.enqueue(selection, input, out, count as *mut u64, None)?;
+        self.enqueue(
+            selection,
+            input,
+            out,
+            (count as *mut u64, Home::default()),
+            None,
+        )?;
         // SAFETY: the kernels just enqueued write the count, a u64, on the handle's stream.
-        unsafe { driver::read_back::<u64>(count, &self.stream) }
+        unsafe { driver::read_back::<u64>(count, StreamRef::from(&*self.stream)) }
     }
 
     fn enqueue_into<T: SelectElement>(
@@ -284,22 +295,33 @@ impl DeviceSelect {
         input: DeviceView<'_, T>,
         out: DeviceViewMut<'_, T>,
         count: DeviceViewMut<'_, u64>,
-        stream: &Stream,
+        stream: StreamRef<'_>,
     ) -> Result<()> {
         if count.is_empty() {
             return Err(Error::InvalidArgument(
                 "the count slice must hold at least one element".into(),
             ));
         }
-        let count = Span::of_view(count.as_view().get(..1).expect("not empty"), "count")?;
-        let input_span = Span::of_view(input, "input")?;
+        let count_home = count.home();
+        let count = Span::of_view(
+            &self.gpu,
+            count.as_view().get(..1).expect("not empty"),
+            "count",
+        )?;
+        let input_span = Span::of_view(&self.gpu, input, "input")?;
         input_span.disjoint(&count, "input", "count")?;
-        Span::of_view_mut(&out, "output")?.disjoint(&count, "output", "count")?;
-        if let Selection::Flagged { flags } = &selection {
+        Span::of_view_mut(&self.gpu, &out, "output")?.disjoint(&count, "output", "count")?;
+        if let Selection::Flagged { flags, .. } = &selection {
             flags.disjoint(&count, "flags", "count")?;
         }
-        self.gpu.make_current()?;
-        self.enqueue(selection, input, out, count.as_mut_ptr(), Some(stream))
+        let _current = self.gpu.make_current()?;
+        self.enqueue(
+            selection,
+            input,
+            out,
+            (count.as_mut_ptr(), count_home),
+            Some(stream),
+        )
     }
 
     /// Checks the slices and hands the call to the dispatch, on `stream` (the handle's if none).
@@ -308,14 +330,19 @@ impl DeviceSelect {
         selection: Selection<T>,
         input: DeviceView<'_, T>,
         out: DeviceViewMut<'_, T>,
-        count: *mut u64,
-        stream: Option<&Stream>,
+        (count, count_home): (*mut u64, Home),
+        stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
-        let stream = stream.unwrap_or(&self.stream);
-        let input = Span::of_view(input, "input")?;
-        let out = Span::of_view_mut(&out, "output")?;
+        let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
+        let flags_home = match &selection {
+            Selection::Flagged { home, .. } => *home,
+            _ => Home::default(),
+        };
+        let homes = [input.home(), out.home(), count_home, flags_home];
+        let input = Span::of_view(&self.gpu, input, "input")?;
+        let out = Span::of_view_mut(&self.gpu, &out, "output")?;
         input.disjoint(&out, "input", "output")?;
-        if let Selection::Flagged { flags } = &selection {
+        if let Selection::Flagged { flags, .. } = &selection {
             flags.disjoint(&out, "flags", "output")?;
         }
         if out.len < input.len {
@@ -326,7 +353,7 @@ impl DeviceSelect {
         }
         // SAFETY: `input` and `out` are borrowed, disjoint views, `out` at least as long; `count` holds one u64 (the
         // handle's slot, or a non-empty slice the caller keeps alive until `stream` passes this work).
-        unsafe {
+        stream::ordered(&homes, stream, || unsafe {
             dispatch::select::enqueue(
                 &self.gpu,
                 &mut self.tiles,
@@ -337,7 +364,7 @@ impl DeviceSelect {
                 count,
                 stream,
             )
-        }
+        })
     }
 }
 
@@ -354,7 +381,7 @@ fn by_predicate<T: SelectElement, P: Predicate<T>>(stable: bool, pred: &P) -> Se
 impl Drop for DeviceSelect {
     fn drop(&mut self) {
         // The fields free device memory: make their context current first. Nothing to report a failure to.
-        let _ = self.gpu.make_current();
+        let _current = self.gpu.make_current();
         // Async calls may still be using the scratch on any stream: wait for the last use before it is freed.
         let _ = self.tiles.wait_idle();
     }

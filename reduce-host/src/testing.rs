@@ -41,6 +41,7 @@ impl Gpu {
                 "{name} on {threads} lanes: only `test_` kernels, on 32..=1024 lanes in whole warps"
             )));
         };
+        let _current = self.make_current()?;
         let stream = self.stream()?;
         let d_in = DeviceBuffer::from_slice(input)?;
         let d_out = DeviceBuffer::from_slice(&vec![X::default(); threads])?;
@@ -56,7 +57,7 @@ impl Gpu {
         };
         // SAFETY: every `test_` kernel reads input[t] and writes out[t] for t < blockDim.x = the length of
         // both buffers, and uses at most 4 bytes of shared memory per thread.
-        unsafe { dispatch::launch(self, kernel, shape, &stream, params)? };
+        unsafe { dispatch::launch(self, kernel, shape, (&stream).into(), params)? };
         stream.synchronize()?;
         let mut out = vec![X::default(); threads];
         d_out.copy_to(&mut out[..])?;

@@ -65,6 +65,15 @@ pub const HISTOGRAM_THREADS: u32 = 512;
 /// barrier; 512 measured fastest on the H200 (docs/PERFORMANCE.md).
 pub const SELECT_THREADS: u32 = 512;
 
+/// Threads of the reproducible sum's one-block combine: as many as a block holds, so that the block has
+/// one thread per virtual lane of the combine and the most partials in flight (its arithmetic does not
+/// depend on it).
+pub const REPRO_COMBINE_THREADS: u32 = 1024;
+
+/// Whether the reproducible sum's chunk kernel prefetches each next batch into L2. Off until measured:
+/// `cargo bench --bench reduce` times both ("reprosum" and "reprosum + L2 prefetch" rows).
+pub const REPRO_PREFETCH_L2: bool = false;
+
 /// Most resident blocks per SM on any supported GPU: a larger `blocks_per_sm` could only allocate partials
 /// that no launch uses.
 pub const MAX_BLOCKS_PER_SM: u32 = 32;

@@ -36,6 +36,7 @@ use cust::memory::{DeviceBuffer, DeviceCopy, DeviceSlice};
 pub struct DeviceView<'a, T> {
     ptr: u64,
     len: usize,
+    home: Home,
     _borrow: PhantomData<&'a [T]>,
 }
 
@@ -58,8 +59,15 @@ pub struct DeviceView<'a, T> {
 pub struct DeviceViewMut<'a, T> {
     ptr: u64,
     len: usize,
+    home: Home,
     _borrow: PhantomData<&'a mut [T]>,
 }
+
+/// The stream that owns a view's memory, when that memory comes from cudarc: a call orders its work after
+/// that stream's, and that stream's later work (a cudarc free included) after the call's. Nothing without
+/// the `cudarc` feature, or for memory from elsewhere.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct Home(#[cfg(feature = "cudarc")] pub(crate) Option<usize>);
 
 impl<T> Clone for DeviceView<'_, T> {
     fn clone(&self) -> Self {
@@ -100,11 +108,26 @@ macro_rules! common {
             /// with, valid for `'a` for the accesses the view allows (reads; for `DeviceViewMut`, writes
             /// too, with no other access meanwhile), and hold `len` initialised values of `T`.
             pub unsafe fn from_raw_parts(ptr: u64, len: usize) -> Self {
+                // SAFETY: forwarded to the caller.
+                unsafe { Self::homed(ptr, len, Home::default()) }
+            }
+
+            /// As [`from_raw_parts`](Self::from_raw_parts), with the stream that owns the memory.
+            ///
+            /// # Safety
+            /// As [`from_raw_parts`](Self::from_raw_parts).
+            pub(crate) unsafe fn homed(ptr: u64, len: usize, home: Home) -> Self {
                 $view {
                     ptr,
                     len,
+                    home,
                     _borrow: PhantomData,
                 }
+            }
+
+            /// The stream that owns the memory, if it is cudarc's.
+            pub(crate) fn home(&self) -> Home {
+                self.home
             }
 
             /// A view of a cust `DeviceSlice`, which carries no lifetime of its own.
@@ -135,7 +158,7 @@ macro_rules! common {
                 self.ptr
             }
 
-            /// `range` of the view, or `None` when it does not fit.
+            /// `range` of the view (address, length), or `None` when it does not fit.
             fn range(&self, range: impl RangeBounds<usize>) -> Option<(u64, usize)> {
                 let (start, end) = bounds(range, self.len)?;
                 Some((self.ptr + (start * size_of::<T>()) as u64, end - start))
@@ -160,7 +183,7 @@ impl<'a, T> DeviceView<'a, T> {
     pub fn get(&self, range: impl RangeBounds<usize>) -> Option<DeviceView<'a, T>> {
         let (ptr, len) = self.range(range)?;
         // SAFETY: a sub-range of memory this view borrows for 'a.
-        Some(unsafe { DeviceView::from_raw_parts(ptr, len) })
+        Some(unsafe { DeviceView::homed(ptr, len, self.home) })
     }
 }
 
@@ -177,19 +200,19 @@ impl<'a, T> DeviceViewMut<'a, T> {
             .range(range)
             .unwrap_or_else(|| panic!("range {what} out of bounds for a view of {len}"));
         // SAFETY: a sub-range of memory this view borrows exclusively, reborrowed for as long as `self` is.
-        unsafe { DeviceViewMut::from_raw_parts(ptr, n) }
+        unsafe { DeviceViewMut::homed(ptr, n, self.home) }
     }
 
     /// A shorter-lived exclusive view of the same memory, leaving `self` usable afterwards.
     pub fn reborrow(&mut self) -> DeviceViewMut<'_, T> {
         // SAFETY: the same memory, borrowed from `self` for less long.
-        unsafe { DeviceViewMut::from_raw_parts(self.ptr, self.len) }
+        unsafe { DeviceViewMut::homed(self.ptr, self.len, self.home) }
     }
 
     /// A read-only view of the same memory, borrowing this one.
     pub fn as_view(&self) -> DeviceView<'_, T> {
         // SAFETY: shared access to memory this view borrows, for as long as `self` is borrowed.
-        unsafe { DeviceView::from_raw_parts(self.ptr, self.len) }
+        unsafe { DeviceView::homed(self.ptr, self.len, self.home) }
     }
 }
 
@@ -216,7 +239,7 @@ impl<'a, T: DeviceCopy> From<&'a mut DeviceBuffer<T>> for DeviceViewMut<'a, T> {
 impl<'a, T> From<DeviceViewMut<'a, T>> for DeviceView<'a, T> {
     fn from(view: DeviceViewMut<'a, T>) -> Self {
         // SAFETY: the exclusive borrow becomes a shared one for the same 'a.
-        unsafe { DeviceView::from_raw_parts(view.ptr, view.len) }
+        unsafe { DeviceView::homed(view.ptr, view.len, view.home) }
     }
 }
 

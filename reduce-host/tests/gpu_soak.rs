@@ -96,6 +96,14 @@ fn a_hundred_thousand_random_calls_keep_memory_flat() {
     }
     let (free_before, rss_before) = baseline.expect("at least ten calls");
     let (free_after, rss_after) = (device_free(), host_rss());
+    println!(
+        "soak: {calls} calls; device free {free_before} -> {free_after}; host rss {rss_before} -> {rss_after}"
+    );
+    if std::env::var_os("REDUCE_SOAK_UNDER_SANITIZER").is_some() {
+        // compute-sanitizer allocates device and host memory of its own as kernels run: the memory
+        // figures are the plain run's to check; here every call's result still is.
+        return;
+    }
     assert_eq!(
         free_after, free_before,
         "device memory in use changed over {calls} calls"
@@ -103,9 +111,6 @@ fn a_hundred_thousand_random_calls_keep_memory_flat() {
     assert!(
         rss_after <= rss_before + (16 << 20),
         "host memory grew from {rss_before} to {rss_after} bytes over {calls} calls"
-    );
-    println!(
-        "soak: {calls} calls; device free {free_before} -> {free_after}; host rss {rss_before} -> {rss_after}"
     );
 }
 

@@ -227,3 +227,28 @@ fn segmented_kernels_use_16_byte_loads_shuffles_and_no_panic_paths() {
         assert!(text.contains("ex2.approx.f32"), "softmax without ex2");
     }
 }
+
+/// The reproducible sum's bits rest on its kernels doing exactly the contract's IEEE operations: every
+/// float addition correctly rounded (`add.rn`), no fused multiply-add or flush-to-zero that the CPU would
+/// not do, and scalar loads whose width is the element's (so alignment changes nothing).
+#[test]
+fn reproducible_kernels_round_every_addition_and_fuse_nothing() {
+    for (elem, load) in [
+        (Elem::F32, "ld.global.nc.L1::no_allocate.b32"),
+        (Elem::F64, "ld.global.nc.L1::no_allocate.b64"),
+        (Elem::F16, "ld.global.nc.L1::no_allocate.b16"),
+        (Elem::BF16, "ld.global.nc.L1::no_allocate.b16"),
+    ] {
+        for (arch, text) in ptx(Module::ReproSum(elem)) {
+            assert!(text.contains(load), "sm_{arch} {elem:?}: no {load}");
+            assert!(!text.contains(".v4."), "sm_{arch} {elem:?}: vector loads");
+            for bad in ["fma.", "mad.", ".ftz", "add.f64", "sub.f64", "add.f32"] {
+                assert!(!text.contains(bad), "sm_{arch} {elem:?}: {bad}");
+            }
+            assert!(
+                text.contains("add.rn.f64"),
+                "sm_{arch} {elem:?}: no add.rn.f64"
+            );
+        }
+    }
+}

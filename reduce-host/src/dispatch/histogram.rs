@@ -1,6 +1,5 @@
 //! Histograms: which kernel counts where (private copies in shared memory, or global atomics), the shared
 //! memory and grid that takes, and the launch.
-use cust::stream::Stream;
 use reduce_contract::kernels::HistogramKernel;
 use reduce_contract::layout::{MAX_COPIES_LOG2, MAX_SHARED_BINS, SHARED_LIMIT, SMEM_BYTES};
 use reduce_contract::params::HistogramParams;
@@ -10,6 +9,7 @@ use super::{Span, launch};
 use crate::driver::{self, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
+use crate::stream::StreamRef;
 use crate::tuning;
 
 /// Which kernel, and what it is told.
@@ -76,7 +76,7 @@ pub(crate) unsafe fn enqueue<T, C>(
     input: Span<T>,
     plan: &Plan,
     out: *mut C,
-    stream: &Stream,
+    stream: StreamRef<'_>,
 ) -> Result<()> {
     // SAFETY: the caller guarantees `out` holds `bins` counters.
     unsafe { driver::memset_zero(out as u64, plan.bins as usize * size_of::<C>(), stream)? };

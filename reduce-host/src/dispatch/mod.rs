@@ -4,21 +4,23 @@
 //! and present results.
 pub(crate) mod histogram;
 pub(crate) mod reduce;
+pub(crate) mod reproducible;
 pub(crate) mod seed;
 pub(crate) mod segmented;
 pub(crate) mod select;
 
 use std::marker::PhantomData;
 
-use cust::stream::Stream;
 use reduce_contract::params::{
-    HistogramParams, LaneParams, ReduceParams, SegmentedParams, SelectParams, SpinParams,
+    HistogramParams, LaneParams, ReduceParams, ReproParams, SegmentedParams, SelectParams,
+    SpinParams,
 };
 use reduce_contract::{Kernel, Module};
 
 use crate::driver::{self, Function, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
+use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut, overlap};
 
 /// A device slice as the dispatch sees it: its address and length.
@@ -42,14 +44,15 @@ impl<T> std::fmt::Debug for Span<T> {
 }
 
 impl<T> Span<T> {
-    /// The span of `view`, checked: a non-empty view must have a non-null address aligned to `T`.
-    pub fn of_view(view: DeviceView<'_, T>, what: &str) -> Result<Self> {
-        Span::from_raw(view.as_raw(), view.len() as u64, what)
+    /// The span of `view`, checked: a non-empty view must have a non-null address aligned to `T`, in memory
+    /// of `gpu`'s device.
+    pub fn of_view(gpu: &Gpu, view: DeviceView<'_, T>, what: &str) -> Result<Self> {
+        Span::from_raw(gpu, view.as_raw(), view.len() as u64, what)
     }
 
     /// As [`of_view`](Self::of_view), for an exclusive view.
-    pub fn of_view_mut(view: &DeviceViewMut<'_, T>, what: &str) -> Result<Self> {
-        Span::from_raw(view.as_raw(), view.len() as u64, what)
+    pub fn of_view_mut(gpu: &Gpu, view: &DeviceViewMut<'_, T>, what: &str) -> Result<Self> {
+        Span::from_raw(gpu, view.as_raw(), view.len() as u64, what)
     }
 
     /// Refuses two spans of one call that share a byte: an output must not alias an input (the kernels
@@ -67,8 +70,33 @@ impl<T> Span<T> {
         Ok(())
     }
 
-    /// As [`of`](Self::of), from an address and a length.
-    pub fn from_raw(ptr: u64, len: u64, what: &str) -> Result<Self> {
+    /// As [`of_view`](Self::of_view), from an address and a length. The device check matters because a
+    /// kernel that touches another device's memory raises an illegal-address error, which is sticky: it
+    /// would end all GPU work in the process, on both devices.
+    pub fn from_raw(gpu: &Gpu, ptr: u64, len: u64, what: &str) -> Result<Self> {
+        let span = Span::aligned(ptr, len, what)?;
+        if len > 0 {
+            let ours = gpu.info().ordinal;
+            match driver::device_of(ptr) {
+                Some(device) if device == ours => {}
+                Some(device) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "the {what} is memory of device {device}, but this handle runs on device {ours}"
+                    )));
+                }
+                None => {
+                    return Err(Error::InvalidArgument(format!(
+                        "the {what} address {ptr:#x} is not memory the CUDA driver knows"
+                    )));
+                }
+            }
+        }
+        Ok(span)
+    }
+
+    /// The address checks alone, which need no device: a non-empty span must have a non-null address
+    /// aligned to `T`.
+    pub fn aligned(ptr: u64, len: u64, what: &str) -> Result<Self> {
         let align = std::mem::align_of::<T>() as u64;
         if len > 0 && (ptr == 0 || !ptr.is_multiple_of(align)) {
             return Err(Error::InvalidArgument(format!(
@@ -117,6 +145,7 @@ macro_rules! params {
 }
 params! {
     [In, Acc] ReduceParams<In, Acc> => (Module::Reduce(..) | Module::Seed);
+    [In, Acc, Out] ReproParams<In, Acc, Out> => (Module::ReproSum(_));
     [T, C] HistogramParams<T, C> => (Module::Histogram(_) | Module::HistogramBytes);
     [T] SelectParams<T> => (Module::Select(_) | Module::SelectFlagged);
     [In, Acc] SegmentedParams<In, Acc> => (Module::Segmented(..) | Module::Softmax(_));
@@ -133,7 +162,7 @@ pub(crate) unsafe fn launch<P: Params>(
     gpu: &Gpu,
     kernel: Kernel,
     shape: Launch,
-    stream: &Stream,
+    stream: StreamRef<'_>,
     params: P,
 ) -> Result<()> {
     assert!(

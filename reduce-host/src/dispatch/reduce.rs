@@ -1,7 +1,6 @@
 //! Device-wide reductions: sizing the grid, choosing single-block or multi-block launches, and ordering the
 //! reuse of the partials and the ticket.
 use cust::memory::DeviceBuffer;
-use cust::stream::Stream;
 use reduce_contract::kernels::ReduceKernel;
 use reduce_contract::layout::{MAX_ACC_BYTES, SMEM_BYTES};
 use reduce_contract::params::ReduceParams;
@@ -12,6 +11,7 @@ use crate::driver::{self, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
+use crate::stream::StreamRef;
 use crate::tuning::{self, Policy};
 
 /// How the per-block partials are combined (the handle's `Combine`, resolved for one input).
@@ -70,7 +70,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     (op, elem): (Op, Elem),
     input: Span<T>,
     out: *mut Acc,
-    stream: &Stream,
+    stream: StreamRef<'_>,
 ) -> Result<()> {
     if strategy == Strategy::Atomic && op != Op::Sum {
         return Err(Error::InvalidArgument(
@@ -140,6 +140,10 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 launch(gpu, k, s, stream, ReduceParams { count, ..params })
             }
             Strategy::LastBlock => {
+                // The last block resets the ticket when it finishes, but a launch that never finished (or
+                // a launch from a graph that was not replayed to its end) would leave it counting: zero it
+                // on the stream first, so every launch starts from a known ticket.
+                driver::memset_zero(params.ticket as u64, std::mem::size_of::<u32>(), stream)?;
                 let (k, s) = shape(ReduceKernel::LastBlock, grid, policy.threads)?;
                 launch(gpu, k, s, stream, params)
             }

@@ -1,6 +1,5 @@
 //! The seed chapter's kernels: one of v0–v5 writes a partial per block, the production f32 finalize
 //! combines them.
-use cust::stream::Stream;
 use reduce_contract::kernels::ReduceKernel;
 use reduce_contract::layout::{SEED_THREADS, SMEM_BYTES};
 use reduce_contract::params::ReduceParams;
@@ -10,6 +9,7 @@ use super::{Span, launch};
 use crate::driver::Launch;
 use crate::error::Result;
 use crate::gpu::Gpu;
+use crate::stream::StreamRef;
 
 /// Runs seed kernel `version` over `input` with `grid` blocks into `partials`, then the finalize into `out`.
 ///
@@ -23,7 +23,7 @@ pub(crate) unsafe fn enqueue(
     input: Span<f32>,
     partials: *mut f32,
     out: *mut f32,
-    stream: &Stream,
+    stream: StreamRef<'_>,
 ) -> Result<()> {
     let shared_bytes = SMEM_BYTES.max(4 * SEED_THREADS);
     let params = ReduceParams {

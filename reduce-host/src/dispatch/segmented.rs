@@ -1,7 +1,7 @@
 //! Per-segment reductions: the kernel a segment length gets, the partials of split segments, and the
 //! launches.
+use crate::stream::StreamRef;
 use cust::memory::DeviceBuffer;
-use cust::stream::Stream;
 use reduce_contract::kernels::SegmentedKernel;
 use reduce_contract::layout::{
     LOAD_BYTES, PIECE_CHUNKS, SEGMENTED_THREADS, SMEM_BYTES, SPLIT_ABOVE_CHUNKS,
@@ -120,7 +120,7 @@ impl Scratch {
     }
 
     /// Reads the bad-offsets word after the work on `stream` (waits for it).
-    pub fn read_error(&self, stream: &Stream) -> Result<bool> {
+    pub fn read_error(&self, stream: StreamRef<'_>) -> Result<bool> {
         // SAFETY: the word is a live u32 of this scratch; the read is ordered after the kernels on `stream`.
         Ok(unsafe { driver::read_back::<u32>(self.error.as_device_ptr().as_raw(), stream)? } != 0)
     }
@@ -139,7 +139,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     input: Span<T>,
     layout: Layout,
     out: *mut Acc,
-    stream: &Stream,
+    stream: StreamRef<'_>,
 ) -> Result<()> {
     let count = layout.count();
     if count == 0 {

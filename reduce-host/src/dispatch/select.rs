@@ -1,7 +1,6 @@
 //! Stream compaction: the unordered kernel's grid, the stable kernels' tiles and look-back words, and the
 //! ordering of those words' reuse across streams.
 use cust::memory::DeviceBuffer;
-use cust::stream::Stream;
 use reduce_contract::kernels::SelectKernel;
 use reduce_contract::layout::{
     LOAD_BYTES, MAX_STABLE_THREADS, SMEM_BYTES, STABLE_VECTORS, stable_shared_bytes,
@@ -14,7 +13,9 @@ use crate::driver::{self, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
+use crate::stream::StreamRef;
 use crate::tuning::{self, Policy};
+use crate::view::Home;
 
 /// What decides which elements are kept, and whether their order is kept.
 pub(crate) enum Selection<T> {
@@ -23,7 +24,8 @@ pub(crate) enum Selection<T> {
     /// By a predicate, in input order.
     Stable { pred: Pred, threshold: T },
     /// By a byte mask as long as the input, in input order.
-    Flagged { flags: Span<u8> },
+    /// `home`: the stream that owns the flags, when they are cudarc memory.
+    Flagged { flags: Span<u8>, home: Home },
 }
 
 /// Device temporaries: the look-back words of the stable kernels, and the event that orders their reuse
@@ -53,7 +55,7 @@ impl Scratch {
         &mut self,
         threads: u32,
         input: Span<T>,
-        stream: &Stream,
+        stream: StreamRef<'_>,
     ) -> Result<(u32, *mut u64)> {
         let tiles = stable_tiles(threads, input.ptr, input.len, size_of::<T>() as u64);
         let grid = u32::try_from(tiles)
@@ -92,7 +94,7 @@ pub(crate) unsafe fn enqueue<T: Copy + Default>(
     input: Span<T>,
     out: Span<T>,
     count: *mut u64,
-    stream: &Stream,
+    stream: StreamRef<'_>,
 ) -> Result<()> {
     if input.is_empty() {
         // Nothing to launch; the count is 0.
@@ -113,7 +115,7 @@ pub(crate) unsafe fn enqueue<T: Copy + Default>(
             null,
             false,
         ),
-        Selection::Flagged { flags } => {
+        Selection::Flagged { flags, .. } => {
             (Kernel::SELECT_FLAGGED, T::default(), flags.as_ptr(), false)
         }
     };

@@ -104,6 +104,8 @@ impl SeedReduce {
     ) -> Result<f32> {
         let input = input.into();
         self.reserve(version, input.len() as u64)?;
+        // The device's context, current while this call's buffers are allocated in it.
+        let _current = self.gpu.make_current()?;
         let mut out = DeviceBuffer::<f32>::zeroed(1)?;
         let stream = self.gpu.stream()?;
         // SAFETY: `input` and `out` outlive the synchronize in `read_back`.

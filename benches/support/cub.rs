@@ -26,13 +26,19 @@ pub enum Cub {
 impl Cub {
     /// Compiles the comparator for compute capability `cc` (e.g. 90).
     pub fn build(cc: u32) -> Cub {
+        Self::compile(cc, "cub_bench", SOURCE)
+    }
+
+    /// Compiles `source` as `name` for compute capability `cc`. `CCCL_INCLUDE`, when set, is searched
+    /// before the toolkit's headers: a newer CCCL than the toolkit ships (the `cuda-cccl` wheel's
+    /// `cuda/cccl/headers/include`).
+    pub fn compile(cc: u32, name: &str, source: &str) -> Cub {
         let dir = std::env::temp_dir().join(format!("reduce-bench-cub-{}", std::process::id()));
-        if let Err(e) = std::fs::create_dir_all(&dir)
-            .and_then(|_| std::fs::write(dir.join("cub_bench.cu"), SOURCE))
-        {
+        let src = dir.join(format!("{name}.cu"));
+        if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&src, source)) {
             return Cub::Missing(format!("cannot write the comparator source: {e}"));
         }
-        let exe = dir.join("cub_bench");
+        let exe = dir.join(name);
         let mut nvcc = Command::new("nvcc");
         if let Some(dir) = std::env::var_os("CCCL_INCLUDE") {
             // Ahead of the toolkit's own CCCL, which nvcc adds after the user's -I folders.
@@ -41,7 +47,7 @@ impl Cub {
         let out = nvcc
             .args(["-O3", "-std=c++17", &format!("-arch=sm_{cc}"), "-o"])
             .arg(&exe)
-            .arg(dir.join("cub_bench.cu"))
+            .arg(&src)
             .output();
         match out {
             Err(e) => Cub::Missing(format!(
@@ -52,6 +58,35 @@ impl Cub {
                 String::from_utf8_lossy(&o.stderr)
             )),
             Ok(_) => Cub::Ready(exe),
+        }
+    }
+
+    /// Runs the comparator with `args`; its stdout's CSV lines starting with `cub`, split at commas (none
+    /// when it is missing or fails; a note on stderr).
+    pub fn lines(&self, args: &[String]) -> Vec<Vec<String>> {
+        let Cub::Ready(exe) = self else {
+            return Vec::new();
+        };
+        match Command::new(exe).args(args).output() {
+            Ok(out) => {
+                if !out.status.success() {
+                    eprintln!(
+                        "{} {args:?} exited with {}:\n{}",
+                        exe.display(),
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter(|l| l.starts_with("cub,"))
+                    .map(|l| l.split(',').map(str::to_owned).collect())
+                    .collect()
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", exe.display());
+                Vec::new()
+            }
         }
     }
 

@@ -1,14 +1,50 @@
 """PyTorch comparator for the histogram and select benchmarks (run by `cargo bench` when python3 with a CUDA
 build of torch is on the PATH).
 
-Usage: torch_bench.py <op> <n> [<n> ...] with op one of histc_uniform, histc_skewed, masked_select.
-Prints one line per n: torch,<op>,<n>,<median_us>,<gbps>. Method as the CUB comparator: inputs random,
+Usage: torch_bench.py <op> <n> [<n> ...] with op one of histc_uniform, histc_skewed, masked_select;
+or torch_bench.py <op> <shape> [<shape> ...] with op rows_sum or rows_argmax (`x.sum(dim=1)`,
+`x.argmax(dim=1)` of a rows × cols float matrix, shape `<rows>x<cols>`) or ragged_sum
+(`torch.segment_reduce` over `ragged<count>`: count segments of lengths splitmix64(i) % 10001, as
+benches/segmented.rs and cub_segmented.cu build them).
+Prints one line per n or shape: torch,<op>,<n or shape>,<median_us>,<gbps>. Method as the CUB comparator: inputs random,
 rotated over copies totalling >= 3x L2, CUDA events around each call, warm-up, median of >= 21 samples.
 GB/s counts the input bytes read (masked_select: input + mask... only the f32 input, as for ours).
 """
 import sys
 
 import torch
+
+
+MASK = (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+def segmented_inputs(op, shape, copies):
+    """(inputs, n elements, extra argument) of a segmented op at `shape`."""
+    g = torch.Generator(device="cuda").manual_seed(2024)
+    if shape.startswith("ragged"):
+        count = int(shape[len("ragged"):])
+        lengths = torch.tensor([splitmix64(i) % 10001 for i in range(count)], device="cuda")
+        n = int(lengths.sum())
+        return [torch.rand(n, device="cuda", generator=g) for _ in range(copies)], n, lengths
+    rows, cols = (int(v) for v in shape.split("x"))
+    return [torch.rand(rows, cols, device="cuda", generator=g) for _ in range(copies)], rows * cols, None
+
+
+def run_segmented(op, x, extra):
+    if op == "rows_sum":
+        return x.sum(dim=1)
+    if op == "rows_argmax":
+        return x.argmax(dim=1)
+    if op == "ragged_sum":
+        return torch.segment_reduce(x, "sum", lengths=extra)
+    raise SystemExit(f"unknown op {op}")
 
 
 def inputs(op, n, copies):
@@ -31,9 +67,44 @@ def run(op, x):
     raise SystemExit(f"unknown op {op}")
 
 
+def time_calls(call, copies, n):
+    """Median µs of `call(copy)` with the method above."""
+    for i in range(5):
+        call(i % copies)
+    torch.cuda.synchronize()
+    times = []
+    samples = max(21, min(2000, int(0.3e6 / max(1.0, n * 4 / 4e3))))
+    for i in range(samples):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        call(i % copies)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main_segmented(op, shapes, l2):
+    for shape in shapes:
+        if shape.startswith("ragged"):
+            n = sum(splitmix64(i) % 10001 for i in range(int(shape[len("ragged"):])))
+        else:
+            rows, cols = (int(v) for v in shape.split("x"))
+            n = rows * cols
+        copies = max(1, min(64, -(-3 * l2 // (4 * n))))
+        xs, n, extra = segmented_inputs(op, shape, copies)
+        us = time_calls(lambda k: run_segmented(op, xs[k], extra), copies, n)
+        print(f"torch,{op},{shape},{us:.3f},{n * 4 / us / 1e3:.3f}", flush=True)
+        del xs
+
+
 def main():
-    op, sizes = sys.argv[1], [int(s) for s in sys.argv[2:]]
+    op = sys.argv[1]
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    if op.startswith("rows_") or op.startswith("ragged_"):
+        return main_segmented(op, sys.argv[2:], l2)
+    sizes = [int(s) for s in sys.argv[2:]]
     for n in sizes:
         copies = max(1, min(64, -(-3 * l2 // (4 * n))))
         xs = inputs(op, n, copies)

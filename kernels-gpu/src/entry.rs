@@ -22,6 +22,7 @@ macro_rules! op_type {
     (min $t:ty) => { crate::op::Min<$t> };
     (argmax $t:ty) => { crate::op::ArgMax<$t> };
     (argmin $t:ty) => { crate::op::ArgMin<$t> };
+    (softmax $t:ty) => { crate::softmax::Softmax<$t> };
 }
 
 /// The atomic kernel, for sums only.
@@ -81,6 +82,41 @@ mod reduce {
     reduce_contract::reduce_pairs!(reduce_kernels);
 }
 
+/// Exports the three per-segment kernels of each `(op, type)` pair: `segmented_{tile,block,combine}_<op>_<type>`.
+macro_rules! segmented_kernels {
+    ($($op:ident $ty:ident),* $(,)?) => {$(
+        mod ${concat($op, _, $ty)} {
+            use super::*;
+            type Op = op_type!($op elem::$ty);
+            type Params = crate::segmented::Params<Op>;
+
+            /// # Safety
+            /// See [`crate::segmented::tile`].
+            #[unsafe(export_name = kernel_name!(segmented tile $op $ty))]
+            pub unsafe extern "ptx-kernel" fn tile(p: Params) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::segmented::tile::<Op>(p) }
+            }
+
+            /// # Safety
+            /// See [`crate::segmented::block`].
+            #[unsafe(export_name = kernel_name!(segmented block $op $ty))]
+            pub unsafe extern "ptx-kernel" fn block(p: Params) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::segmented::block::<Op>(p) }
+            }
+
+            /// # Safety
+            /// See [`crate::segmented::combine`].
+            #[unsafe(export_name = kernel_name!(segmented combine $op $ty))]
+            pub unsafe extern "ptx-kernel" fn combine(p: Params) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::segmented::combine::<Op>(p) }
+            }
+        }
+    )*};
+}
+
 /// Exports the reproducible sum's kernels of each float type: `repro_chunks_<type>` and
 /// `repro_combine_<type>`.
 macro_rules! repro_kernels {
@@ -108,6 +144,19 @@ macro_rules! repro_kernels {
             }
         }
     )*};
+}
+
+/// The softmax types as `softmax <type>` pairs for [`segmented_kernels`].
+macro_rules! softmax_kernels {
+    ($($ty:ident),* $(,)?) => {
+        segmented_kernels!($(softmax $ty),*);
+    };
+}
+
+mod segmented {
+    use super::*;
+    reduce_contract::reduce_pairs!(segmented_kernels);
+    reduce_contract::softmax_types!(softmax_kernels);
 }
 
 mod repro {

@@ -15,6 +15,8 @@
 //! | [`lookback`] | decoupled look-back: the device-wide scan of per-tile counts in a single pass |
 //! | [`thread`] | one thread's grid-stride pass over a slice with 16-byte loads and unaligned head/tail |
 //! | [`device`] | device-wide kernel bodies: partials, the three ways to combine them |
+//! | [`softmax`] | the online-softmax statistics `(max, Σ exp(x − max))` as a reduction operator |
+//! | [`segmented`] | per-segment (row, offset-range) reductions: tile, block and combine kernels |
 //! | [`reproducible`] | the reproducible sum: fixed chunks per warp, a fixed combine, f64/compensated accumulators |
 //! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
 //! | [`select`] | stream compaction: unordered (warp-aggregated atomics) and stable (look-back) |
@@ -84,8 +86,10 @@ pub mod lookback;
 pub mod op;
 pub mod reproducible;
 pub mod seed;
+pub mod segmented;
 pub mod select;
 pub mod shuffle;
+pub mod softmax;
 pub mod thread;
 pub mod tile;
 pub mod tile_tests;

@@ -12,6 +12,12 @@ pub trait Vectorize: Copy {
     type Array: Copy;
     /// Lane `i` of `v`, `i < LANES`.
     fn lane(v: &Vec16<Self::Array>, i: usize) -> Self;
+    /// The `LANES` elements at `p`, by scalar loads: what a 16-byte load would give, at any address
+    /// aligned to the element.
+    ///
+    /// # Safety
+    /// `p` must be valid for reads of `LANES` elements and aligned to the element.
+    unsafe fn gather(p: *const Self) -> Vec16<Self::Array>;
 }
 
 macro_rules! vectorize {
@@ -21,6 +27,11 @@ macro_rules! vectorize {
             type Array = [$t; 16 / size_of::<$t>()];
             #[inline(always)]
             fn lane(v: &Vec16<Self::Array>, i: usize) -> Self { v.0[i] }
+            #[inline(always)]
+            unsafe fn gather(p: *const Self) -> Vec16<Self::Array> {
+                // SAFETY: i < LANES, which the caller makes valid.
+                Vec16(core::array::from_fn(|i| unsafe { p.add(i).read() }))
+            }
         }
     )*};
 }

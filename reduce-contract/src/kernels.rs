@@ -47,6 +47,16 @@ macro_rules! kernel_name {
             stringify!($ty)
         )
     };
+    (segmented $kind:ident $op:ident $ty:ident) => {
+        concat!(
+            "segmented_",
+            stringify!($kind),
+            "_",
+            stringify!($op),
+            "_",
+            stringify!($ty)
+        )
+    };
     (select_flagged $ty:ident) => {
         concat!("select_flagged_", stringify!($ty))
     };
@@ -83,6 +93,16 @@ macro_rules! reduce_pairs {
             sum u64, max u64, min u64, argmax u64, argmin u64,
             sum u8, max u8, min u8, argmax u8, argmin u8,
         }
+    };
+}
+
+/// Calls `$cb! { ty, ... }` with every element type of the fused softmax statistics, in [`Sample`] order
+/// (the float types that models keep activations in). Each has the three segmented kernels
+/// ([`SegmentedKernel`] order), named with the operator `softmax`.
+#[macro_export]
+macro_rules! softmax_types {
+    ($cb:ident) => {
+        $cb! { f32, f16, bf16 }
     };
 }
 
@@ -158,7 +178,8 @@ pub enum Elem {
     U8,
 }
 
-/// A sample type of the even-bin histogram.
+/// A 32- or 16-bit float type: the samples of the even-bin histogram, and the elements of the fused softmax
+/// statistics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum Sample {
@@ -197,6 +218,10 @@ pub enum Module {
     Seed,
     /// Kernels only tests and benchmarks use: `util_spin`, `test_block_scan`, then the tile tests.
     Testing,
+    /// Per-segment reductions: `tile`, `block`, `combine` ([`SegmentedKernel`] order).
+    Segmented(Op, Elem),
+    /// Per-segment softmax statistics (max and Σ exp(x − max)), the same three kernels.
+    Softmax(Sample),
     /// The reproducible sum of a float element (f32, f64, f16 or bf16): `chunks`, `combine`
     /// ([`ReproKernel`] order).
     ReproSum(Elem),
@@ -211,7 +236,9 @@ const SELECT_BASE: usize = BYTES_INDEX + 1;
 const FLAGGED_INDEX: usize = SELECT_BASE + 4;
 const SEED_INDEX: usize = FLAGGED_INDEX + 1;
 const TESTING_INDEX: usize = SEED_INDEX + 1;
-const REPRO_BASE: usize = TESTING_INDEX + 1;
+const SEGMENTED_BASE: usize = TESTING_INDEX + 1;
+const SOFTMAX_BASE: usize = SEGMENTED_BASE + OPS * ELEMS;
+const REPRO_BASE: usize = SOFTMAX_BASE + 3;
 const REPRO_ELEMS: usize = 4;
 
 impl Module {
@@ -228,6 +255,8 @@ impl Module {
             Module::SelectFlagged => FLAGGED_INDEX,
             Module::Seed => SEED_INDEX,
             Module::Testing => TESTING_INDEX,
+            Module::Segmented(op, elem) => SEGMENTED_BASE + elem as usize * OPS + op as usize,
+            Module::Softmax(sample) => SOFTMAX_BASE + sample as usize,
             Module::ReproSum(elem) => REPRO_BASE + elem as usize,
         }
     }
@@ -243,6 +272,8 @@ impl Module {
             Module::SelectFlagged => &SINGLES[1],
             Module::Seed => &SINGLES[2],
             Module::Testing => &SINGLES[3],
+            Module::Segmented(..) => &SEGMENTED[i - SEGMENTED_BASE],
+            Module::Softmax(..) => &SOFTMAX[i - SOFTMAX_BASE],
             Module::ReproSum(..) => &REPRO[i - REPRO_BASE],
         }
     }
@@ -272,6 +303,8 @@ pub fn modules() -> impl Iterator<Item = &'static ModuleSpec> {
         .chain(&SINGLES[..1])
         .chain(&SELECT)
         .chain(&SINGLES[1..])
+        .chain(&SEGMENTED)
+        .chain(&SOFTMAX)
         .chain(&REPRO)
 }
 
@@ -295,6 +328,20 @@ pub enum ReduceKernel {
     LastBlock,
     /// Single pass with atomic adds into a zeroed `out` (sums only).
     Atomic,
+}
+
+/// The kernels of a segmented module, in slot order. Every one takes
+/// [`crate::params::SegmentedParams`]; which one runs depends only on the segments' length (see the host's
+/// `dispatch::segmented`), so a segment's reduction order, and its bits, repeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SegmentedKernel {
+    /// Groups of `width` lanes (1 … 32, a power of two) per segment, `256 / width` segments per block.
+    Tile,
+    /// `pieces` blocks per segment, each reducing `piece` chunks into `partials[s · pieces + p]`: with one
+    /// piece (and `partials` = `out`) a block per segment; with more, the first pass of very long segments.
+    Block,
+    /// One warp per segment combining its `pieces` partials in a fixed order (second pass).
+    Combine,
 }
 
 /// The kernels of a reproducible-sum module, in slot order.
@@ -333,6 +380,22 @@ impl Kernel {
     pub const fn reduce(op: Op, elem: Elem, kernel: ReduceKernel) -> Kernel {
         Kernel {
             module: Module::Reduce(op, elem),
+            slot: kernel as u8,
+        }
+    }
+
+    /// A per-segment reduction kernel.
+    pub const fn segmented(op: Op, elem: Elem, kernel: SegmentedKernel) -> Kernel {
+        Kernel {
+            module: Module::Segmented(op, elem),
+            slot: kernel as u8,
+        }
+    }
+
+    /// A per-segment softmax-statistics kernel.
+    pub const fn softmax(sample: Sample, kernel: SegmentedKernel) -> Kernel {
+        Kernel {
+            module: Module::Softmax(sample),
             slot: kernel as u8,
         }
     }
@@ -512,6 +575,28 @@ macro_rules! reduce_table {
 }
 reduce_pairs!(reduce_table);
 
+/// The three kernels of one segmented module, for operator `$op` (`softmax` included).
+macro_rules! segmented_kernels {
+    ($op:ident $ty:ident) => {
+        &[
+            name!(segmented tile $op $ty),
+            name!(segmented block $op $ty),
+            name!(segmented combine $op $ty),
+        ]
+    };
+}
+
+macro_rules! segmented_table {
+    ($($op:ident $ty:ident),* $(,)?) => {
+        static SEGMENTED: [ModuleSpec; OPS * ELEMS] = [$(ModuleSpec {
+            module: Module::Segmented(op!($op), elem!($ty)),
+            name: concat!("segmented_", stringify!($op), "_", stringify!($ty)),
+            kernels: segmented_kernels!($op $ty),
+        }),*];
+    };
+}
+reduce_pairs!(segmented_table);
+
 macro_rules! histogram_table {
     ($($s:ident),* $(,)?) => {
         static HISTOGRAM: [ModuleSpec; 3] = [$(ModuleSpec {
@@ -538,6 +623,17 @@ macro_rules! histogram_sample {
     };
 }
 histogram_samples!(histogram_table);
+
+macro_rules! softmax_table {
+    ($($ty:ident),* $(,)?) => {
+        static SOFTMAX: [ModuleSpec; 3] = [$(ModuleSpec {
+            module: Module::Softmax(histogram_sample!($ty)),
+            name: concat!("segmented_softmax_", stringify!($ty)),
+            kernels: segmented_kernels!(softmax $ty),
+        }),*];
+    };
+}
+softmax_types!(softmax_table);
 
 macro_rules! select_table {
     ($($p:ident $ty:ident),* $(,)?) => {
@@ -629,12 +725,28 @@ const _: () = {
     assert!(SINGLES[2].module.index() == SEED_INDEX);
     assert!(SINGLES[3].module.index() == TESTING_INDEX);
     let mut i = 0;
+    while i < SEGMENTED.len() {
+        assert!(SEGMENTED[i].module.index() == SEGMENTED_BASE + i);
+        i += 1;
+    }
+    let mut i = 0;
+    while i < SOFTMAX.len() {
+        assert!(SOFTMAX[i].module.index() == SOFTMAX_BASE + i);
+        i += 1;
+    }
+    let mut i = 0;
     while i < REPRO.len() {
         assert!(REPRO[i].module.index() == REPRO_BASE + i);
         i += 1;
     }
     assert!(
-        REDUCE.len() + HISTOGRAM.len() + SELECT.len() + SINGLES.len() + REPRO.len()
+        REDUCE.len()
+            + HISTOGRAM.len()
+            + SELECT.len()
+            + SINGLES.len()
+            + SEGMENTED.len()
+            + SOFTMAX.len()
+            + REPRO.len()
             == Module::COUNT
     );
 };

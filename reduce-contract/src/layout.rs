@@ -18,6 +18,47 @@ pub struct Indexed<T> {
 // SAFETY: a `repr(C)` pair of device-copyable fields holds no host pointers.
 unsafe impl<T: cust_core::DeviceCopy> cust_core::DeviceCopy for Indexed<T> {}
 
+/// Per-segment softmax statistics: the result (and accumulator) of `softmax_stats`. For a row `x`, `max` is
+/// its greatest element and `sum_exp` is `Σ exp(xᵢ − max)`, both in f32, so `softmax(x)ᵢ = exp(xᵢ − max) /
+/// sum_exp`.
+///
+/// Special rows: empty gives `{ −∞, 0 }`; a row whose elements are all −∞ gives `{ −∞, len }` (its
+/// elements count as equal to the maximum); a NaN anywhere gives `{ NaN, NaN }`; a +∞ gives `max = +∞`
+/// and `sum_exp` the number of +∞ elements (the finite ones contribute `exp(−∞) = 0`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct SoftmaxStats {
+    /// The row's greatest element.
+    pub max: f32,
+    /// `Σ exp(xᵢ − max)`, at least 1 for a non-empty row without NaN.
+    pub sum_exp: f32,
+}
+
+impl Default for SoftmaxStats {
+    /// The statistics of an empty row: `{ −∞, 0 }`.
+    fn default() -> Self {
+        SoftmaxStats {
+            max: f32::NEG_INFINITY,
+            sum_exp: 0.0,
+        }
+    }
+}
+
+#[cfg(feature = "cust")]
+// SAFETY: a `repr(C)` pair of f32 holds no host pointers.
+unsafe impl cust_core::DeviceCopy for SoftmaxStats {}
+
+/// Threads per block of the segmented kernels, fixed (not fitted to the device) so that a segment's
+/// reduction tree depends only on its length.
+pub const SEGMENTED_THREADS: u32 = 256;
+
+/// Largest segment, in 16-byte chunks, that one block reduces; longer ones are split across blocks.
+pub const SPLIT_ABOVE_CHUNKS: u64 = 1 << 15;
+
+/// Chunks of one block's piece of a split segment (a multiple of [`SEGMENTED_THREADS`]); the host passes it
+/// to the kernel.
+pub const PIECE_CHUNKS: u64 = 1 << 14;
+
 /// Bytes of the largest accumulator any kernel keeps (an `Indexed<f64>` or `Indexed<u64>`): the host's
 /// partials buffer holds this much per block, and the block reduction one slot of it per warp.
 pub const MAX_ACC_BYTES: usize = 16;
@@ -83,6 +124,9 @@ const _: () = {
     );
     assert!(SMEM_BYTES <= SHARED_LIMIT);
     assert!(SEED_THREADS * 4 <= SHARED_LIMIT);
+    assert!(SEGMENTED_THREADS.is_multiple_of(32) && SEGMENTED_THREADS <= 1024);
+    assert!(PIECE_CHUNKS.is_multiple_of(SEGMENTED_THREADS as u64));
+    assert!(PIECE_CHUNKS <= SPLIT_ABOVE_CHUNKS);
     assert!(
         (256u32 << MAX_COPIES_LOG2) * 4 <= SHARED_LIMIT,
         "the byte histogram keeps a copy per lane"

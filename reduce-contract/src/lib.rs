@@ -22,4 +22,4 @@ pub mod params;
 pub mod reproducible;
 
 pub use kernels::{Elem, Kernel, Module, ModuleSpec, Op, Pred, Sample};
-pub use layout::Indexed;
+pub use layout::{Indexed, SoftmaxStats};

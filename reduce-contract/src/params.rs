@@ -97,6 +97,40 @@ pub struct SelectParams<T> {
     pub states: *mut u64,
 }
 
+/// The per-segment kernels (`segmented_*`). A segment is either row `s` of a row-major matrix (`begin` null:
+/// elements `s · stride .. s · stride + len`) or `begin[s] .. end[s]` of `input` (offsets).
+#[repr(C)]
+#[derive(Debug)]
+pub struct SegmentedParams<In, Acc> {
+    /// The elements every segment lies in.
+    pub input: *const In,
+    /// Elements of `input`: offsets past it mark a segment as bad (see `error`).
+    pub n: u64,
+    /// Segments (and results in `out`).
+    pub count: u64,
+    /// Rows: elements per segment.
+    pub len: u64,
+    /// Rows: elements from one segment's start to the next's.
+    pub stride: u64,
+    /// Offsets: `count` segment starts, or null for rows.
+    pub begin: *const u64,
+    /// Offsets: `count` segment ends (exclusive).
+    pub end: *const u64,
+    /// Where a kernel writes 1 when a segment's offsets are bad (`end < begin` or `end > n`); such a
+    /// segment is reduced as empty, never read.
+    pub error: *mut u32,
+    /// `tile`: lanes per segment (a power of two, 1 … 32).
+    pub width: u32,
+    /// `block`/`combine`: blocks (and partials) per segment.
+    pub pieces: u32,
+    /// `block`: 16-byte chunks per piece (`u64::MAX` for one piece per segment).
+    pub piece: u64,
+    /// `block`/`combine`: `count · pieces` partials, segment-major (`out` itself with one piece).
+    pub partials: *mut Acc,
+    /// `count` results.
+    pub out: *mut Acc,
+}
+
 /// `util_spin`: one thread busy-waits this long.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -124,6 +158,14 @@ impl<In, Acc> Clone for ReduceParams<In, Acc> {
     }
 }
 impl<In, Acc> Copy for ReduceParams<In, Acc> {}
+
+// Copy whatever the element types: the struct holds only pointers to them and plain numbers.
+impl<In, Acc> Clone for SegmentedParams<In, Acc> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<In, Acc> Copy for SegmentedParams<In, Acc> {}
 
 // Copy whatever the element types: the struct holds only pointers to them and plain numbers.
 impl<T, C> Clone for HistogramParams<T, C> {

@@ -120,6 +120,56 @@ pub fn min<T: RefElement>(xs: &[T]) -> Option<T> {
     argmin(xs).map(|(_, v)| v)
 }
 
+/// The element ranges of `rows` rows of `cols` elements starting `stride` apart (row `r` is `r · stride ..
+/// r · stride + cols`): the segments of `Segments::rows`.
+pub fn row_ranges(rows: usize, cols: usize, stride: usize) -> Vec<std::ops::Range<usize>> {
+    (0..rows).map(|r| r * stride..r * stride + cols).collect()
+}
+
+/// The element ranges of CUB-style offsets: segment `s` is `offsets[s] .. offsets[s + 1]`.
+pub fn offset_ranges(offsets: &[u64]) -> Vec<std::ops::Range<usize>> {
+    offsets
+        .windows(2)
+        .map(|w| w[0] as usize..w[1] as usize)
+        .collect()
+}
+
+/// `f` of each segment of `xs`: the per-segment reference of any reduction here, e.g.
+/// `segmented(&x, &row_ranges(r, c, c), argmax)`. Ranges with `end < begin` or past `xs` are empty
+/// segments, as on the device.
+pub fn segmented<T, R>(
+    xs: &[T],
+    ranges: &[std::ops::Range<usize>],
+    f: impl Fn(&[T]) -> R,
+) -> Vec<R> {
+    ranges
+        .iter()
+        .map(|r| {
+            let ok = r.start <= r.end && r.end <= xs.len();
+            f(if ok { &xs[r.clone()] } else { &[] })
+        })
+        .collect()
+}
+
+/// Softmax statistics of a row in f64: `(max, Σ exp(xᵢ − max))`, with the device's conventions: empty gives
+/// `(−∞, 0)`, a NaN gives `(NaN, NaN)`, and an element equal to the max counts exactly 1 (so a row of −∞
+/// gives `(−∞, len)`).
+pub fn softmax_stats<T: RefElement>(xs: &[T]) -> (f64, f64) {
+    if xs.iter().any(|x| x.is_nan()) {
+        return (f64::NAN, f64::NAN);
+    }
+    let m = xs
+        .iter()
+        .map(|x| x.to_f64())
+        .fold(f64::NEG_INFINITY, f64::max);
+    let s = xs
+        .iter()
+        .map(|x| x.to_f64())
+        .map(|x| if x == m { 1.0 } else { (x - m).exp() })
+        .sum();
+    (m, s)
+}
+
 /// Histogram of `samples` in `bins` evenly spaced bins over `[lower, upper)`, each sample binned in f32 by
 /// [`EvenBins::bin`](crate::EvenBins::bin), the formula the device uses; NaN, ±∞ and out-of-range samples are
 /// dropped. Errors as [`EvenBins::new`](crate::EvenBins::new) for bad arguments.
@@ -314,6 +364,42 @@ mod tests {
         assert!(histogram_even(&[0.5f32], 0, 0.0, 1.0).is_err());
         assert!(histogram_even(&[0.5f32], 2, 1.0, 0.0).is_err());
         assert!(histogram_even(&[0.5f32], 2, 0.0, f32::INFINITY).is_err());
+    }
+
+    #[test]
+    fn segmented_references_follow_the_ranges() {
+        let xs = [1.0f32, 5.0, 2.0, 7.0, 7.0, -1.0];
+        let rows = row_ranges(2, 2, 3);
+        assert_eq!(rows, [0..2, 3..5]);
+        assert_eq!(segmented(&xs, &rows, sum_f64), [6.0, 14.0]);
+        assert_eq!(
+            segmented(&xs, &rows, argmax),
+            [Some((1, 5.0)), Some((0, 7.0))]
+        );
+        let ragged = offset_ranges(&[0, 3, 3, 6]);
+        assert_eq!(ragged, [0..3, 3..3, 3..6]);
+        assert_eq!(segmented(&xs, &ragged, max), [Some(5.0), None, Some(7.0)]);
+        #[allow(clippy::reversed_empty_ranges)]
+        let bad = [2..1, 4..9];
+        assert_eq!(segmented(&xs, &bad, |s| s.len()), [0, 0]);
+    }
+
+    #[test]
+    fn softmax_statistics_and_their_special_rows() {
+        let (m, s) = softmax_stats(&[0.0f32, 0.0, 2.0f32.ln()]);
+        assert_eq!(m, 2.0f32.ln() as f64);
+        assert!((s - 2.0).abs() < 1e-7);
+        assert_eq!(softmax_stats::<f32>(&[]), (f64::NEG_INFINITY, 0.0));
+        assert_eq!(
+            softmax_stats(&[f32::NEG_INFINITY; 3]),
+            (f64::NEG_INFINITY, 3.0)
+        );
+        assert_eq!(
+            softmax_stats(&[f32::INFINITY, 1.0, f32::INFINITY]),
+            (f64::INFINITY, 2.0)
+        );
+        let (m, s) = softmax_stats(&[1.0f32, f32::NAN]);
+        assert!(m.is_nan() && s.is_nan());
     }
 
     #[test]

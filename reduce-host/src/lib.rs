@@ -41,6 +41,12 @@
 //! floating-point sums give the same bits on every run. [`Combine::Atomic`] does not. f32 sums accumulate in
 //! f32 in a pairwise-like tree; the error is bounded by about `(log2(n) + 16) · ε · Σ|xᵢ|` with `ε = 2^-24`.
 //!
+//! # Row and segmented reductions
+//! [`DeviceSegmentedReduce`] reduces each row of a row-major matrix, each fixed-size block or each
+//! `begin[s] .. end[s]` range ([`Segments`]) with the same operations and semantics, writing one result
+//! per segment (argmax/argmin indices within the segment), and computes the fused softmax statistics
+//! (row max and `Σ exp(x − max)` in one read).
+//!
 //! # Stream compaction
 //! [`DeviceSelect`] copies the elements that pass a [`Predicate`] (or a byte mask) to the front of an output
 //! buffer and counts them: [`select_if`](DeviceSelect::select_if) in unspecified order (warp-aggregated
@@ -66,6 +72,7 @@ pub mod images;
 mod last_use;
 mod reduce;
 pub mod seed;
+mod segmented;
 pub mod select;
 mod stream;
 mod testing;
@@ -84,6 +91,7 @@ pub use half::{BF16, F16};
 pub use histogram::{Counter, DeviceHistogram, EvenBins, HistogramSample};
 pub use images::Code;
 pub use reduce::{Combine, DeviceReduce};
+pub use segmented::{DeviceSegmentedReduce, Segments, SoftmaxElement, SoftmaxStats};
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
 };

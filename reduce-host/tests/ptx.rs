@@ -199,6 +199,35 @@ fn ptxas_accepts_every_module_without_spills_or_stack() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn segmented_kernels_use_16_byte_loads_shuffles_and_no_panic_paths() {
+    for m in modules().filter(|m| matches!(m.module, Module::Segmented(..) | Module::Softmax(_))) {
+        for (arch, text) in ptx(m.module) {
+            // Tile and block read the segments; combine reads partials.
+            for k in &m.kernels[..2] {
+                let name = k.to_str().unwrap();
+                let b = body(&text, name);
+                assert!(
+                    b.contains("ld.global.nc.L1::no_allocate.v4.u32"),
+                    "sm_{arch} {name}: no 16-byte loads"
+                );
+                assert!(
+                    b.contains("shfl.sync.down.b32"),
+                    "sm_{arch} {name}: no shuffle tree"
+                );
+            }
+            assert!(
+                !text.contains("panic"),
+                "sm_{arch} {}: a panic path",
+                m.name
+            );
+        }
+    }
+    for (_, text) in ptx(Module::Softmax(Sample::F32)) {
+        assert!(text.contains("ex2.approx.f32"), "softmax without ex2");
+    }
+}
+
 /// The reproducible sum's bits rest on its kernels doing exactly the contract's IEEE operations: every
 /// float addition correctly rounded (`add.rn`), no fused multiply-add or flush-to-zero that the CPU would
 /// not do, and scalar loads whose width is the element's (so alignment changes nothing).

@@ -6,12 +6,14 @@ pub(crate) mod histogram;
 pub(crate) mod reduce;
 pub(crate) mod reproducible;
 pub(crate) mod seed;
+pub(crate) mod segmented;
 pub(crate) mod select;
 
 use std::marker::PhantomData;
 
 use reduce_contract::params::{
-    HistogramParams, LaneParams, ReduceParams, ReproParams, SelectParams, SpinParams,
+    HistogramParams, LaneParams, ReduceParams, ReproParams, SegmentedParams, SelectParams,
+    SpinParams,
 };
 use reduce_contract::{Kernel, Module};
 
@@ -34,6 +36,12 @@ impl<T> Clone for Span<T> {
     }
 }
 impl<T> Copy for Span<T> {}
+
+impl<T> std::fmt::Debug for Span<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Span({:#x}, {})", self.ptr, self.len)
+    }
+}
 
 impl<T> Span<T> {
     /// The span of `view`, checked: a non-empty view must have a non-null address aligned to `T`, in memory
@@ -75,12 +83,7 @@ impl<T> Span<T> {
     /// kernel that touches another device's memory raises an illegal-address error, which is sticky: it
     /// would end all GPU work in the process, on both devices.
     pub fn from_raw(gpu: &Gpu, ptr: u64, len: u64, what: &str) -> Result<Self> {
-        let align = std::mem::align_of::<T>() as u64;
-        if len > 0 && (ptr == 0 || !ptr.is_multiple_of(align)) {
-            return Err(Error::InvalidArgument(format!(
-                "{what} address {ptr:#x} is null or not aligned to its {align}-byte element"
-            )));
-        }
+        let span = Span::aligned(ptr, len, what)?;
         if len > 0 {
             let ours = gpu.info().ordinal;
             match driver::device_of(ptr) {
@@ -96,6 +99,18 @@ impl<T> Span<T> {
                     )));
                 }
             }
+        }
+        Ok(span)
+    }
+
+    /// The address checks alone, which need no device: a non-empty span must have a non-null address
+    /// aligned to `T`.
+    pub fn aligned(ptr: u64, len: u64, what: &str) -> Result<Self> {
+        let align = std::mem::align_of::<T>() as u64;
+        if len > 0 && (ptr == 0 || !ptr.is_multiple_of(align)) {
+            return Err(Error::InvalidArgument(format!(
+                "{what} address {ptr:#x} is null or not aligned to its {align}-byte element"
+            )));
         }
         Ok(Span {
             ptr,
@@ -142,6 +157,7 @@ params! {
     [In, Acc, Out] ReproParams<In, Acc, Out> => (Module::ReproSum(_));
     [T, C] HistogramParams<T, C> => (Module::Histogram(_) | Module::HistogramBytes);
     [T] SelectParams<T> => (Module::Select(_) | Module::SelectFlagged);
+    [In, Acc] SegmentedParams<In, Acc> => (Module::Segmented(..) | Module::Softmax(_));
     [X] LaneParams<X> => (Module::Testing);
     [] SpinParams => (Module::Testing);
 }

@@ -1,0 +1,265 @@
+//! Per-segment reductions: one result per row of a matrix, or per `begin[s] .. end[s]` range of an input.
+//!
+//! Every kernel cuts a segment into 16-byte **chunks** (`LANES` elements; the last one may be partial) and
+//! deals them to `w` cooperating threads round robin: thread `r` folds chunks `r, r + w, r + 2w, …` (two
+//! at a time), then the `w` partials meet in a fixed shuffle (or block) tree. A chunk is read with one
+//! 16-byte load when the segment starts 16-byte aligned and with `LANES` scalar loads otherwise; both give
+//! the same values in the same order, so a segment's result depends only on its values and on `w`, which
+//! the host picks from the segment length alone:
+//!
+//! | kernel | threads per segment | for |
+//! |---|---|---|
+//! | [`tile`] | `width` lanes (1 … 32) of a warp | short segments, `32 / width` per warp |
+//! | [`block`] with one piece | a block | long segments |
+//! | [`block`] + [`combine`] | `pieces` blocks, then a warp over their partials | very long segments |
+//!
+//! Offsets are read on the device and checked there: a segment with `end < begin` or `end > n` is never
+//! read; it reduces as empty and sets the error word, which the host turns into an error.
+use crate::arch::{self, Vec16};
+use crate::block;
+use crate::op::ReduceOp;
+use crate::thread::Vectorize;
+use crate::warp::{self, FULL_MASK};
+use reduce_contract::params::SegmentedParams;
+
+/// Chunks each thread loads per trip of [`fold_with`]'s main loop.
+const TRIP_CHUNKS: usize = 2;
+
+/// One segment: the address of its first element and its length.
+#[derive(Clone, Copy)]
+struct Segment<T> {
+    start: *const T,
+    len: u64,
+}
+
+/// The parameters of an operator's kernels.
+pub type Params<Op> = SegmentedParams<<Op as ReduceOp>::In, <Op as ReduceOp>::Acc>;
+
+/// Segment `s` of `p`: row `s`, or `begin[s] .. end[s]` when that lies in `input[0..n]`, else an empty
+/// segment and the error word set.
+///
+/// # Safety
+/// `s < p.count`; for rows, the host has checked that every row lies in the input; for offsets, `begin`
+/// and `end` are valid for `count` reads and `error` for a write.
+#[inline(always)]
+unsafe fn segment<In, Acc>(p: &SegmentedParams<In, Acc>, s: u64) -> Segment<In> {
+    let (first, len) = if p.begin.is_null() {
+        (s * p.stride, p.len)
+    } else {
+        // SAFETY: s < count, and the offset arrays hold `count` values (the host's launch contract).
+        let (b, e) = unsafe { (p.begin.add(s as usize).read(), p.end.add(s as usize).read()) };
+        if b <= e && e <= p.n {
+            (b, e - b)
+        } else {
+            // SAFETY: the host passes a valid error word with offsets.
+            unsafe { p.error.write_volatile(1) };
+            (0, 0)
+        }
+    };
+    Segment {
+        // SAFETY: first <= n (rows: checked by the host; offsets: just above).
+        start: unsafe { p.input.add(first as usize) },
+        len,
+    }
+}
+
+/// Folds chunks `first + r, first + r + w, …` below `stop` of `seg` (and the partial last chunk if this
+/// thread's sequence reaches it below `stop`). Indices given to the operator are positions in the segment.
+///
+/// # Safety
+/// `seg` must be valid for reads of `len` elements.
+#[inline(always)]
+unsafe fn fold_chunks<Op: ReduceOp>(
+    seg: Segment<Op::In>,
+    first: u64,
+    stop: u64,
+    r: u64,
+    w: u64,
+) -> Op::Acc
+where
+    Op::In: Vectorize,
+{
+    // The segment's alignment picks each chunk's loads: one 16-byte load, or `LANES` scalar ones giving the
+    // same values. The branch is uniform over the segment's threads, and written per chunk rather than
+    // around two copies of the fold, which would double the code of every kernel.
+    let aligned = (seg.start as u64).is_multiple_of(16);
+    // SAFETY: forwarded; aligned starts make every chunk 16-byte aligned, and `gather` needs only the
+    // element's alignment.
+    unsafe {
+        fold_with::<Op>(seg, first, stop, r, w, |p| {
+            if aligned {
+                arch::load_vec16(p as *const Vec16<<Op::In as Vectorize>::Array>)
+            } else {
+                <Op::In as Vectorize>::gather(p)
+            }
+        })
+    }
+}
+
+/// [`fold_chunks`] with the chunk loader `load` (16-byte or scalar).
+///
+/// # Safety
+/// As [`fold_chunks`]; `load(p)` must be valid for a whole chunk at `p` inside the segment.
+#[inline(always)]
+unsafe fn fold_with<Op: ReduceOp>(
+    seg: Segment<Op::In>,
+    first: u64,
+    stop: u64,
+    r: u64,
+    w: u64,
+    load: impl Fn(*const Op::In) -> Vec16<<Op::In as Vectorize>::Array>,
+) -> Op::Acc
+where
+    Op::In: Vectorize,
+{
+    let lanes = <Op::In as Vectorize>::LANES as u64;
+    let full = seg.len / lanes;
+    let stop_full = stop.min(full);
+    // SAFETY (every `chunk(c)`): callers pass c < full, so the chunk lies inside the segment.
+    let chunk = |c: u64| load(unsafe { seg.start.add((c * lanes) as usize) });
+    let mut acc = Op::identity();
+    let mut c = first + r;
+    while c + w < stop_full {
+        // Both loads first, then the arithmetic. Two chunks a trip, not the four of the device-wide kernels:
+        // every kernel here holds the fold twice (16-byte and scalar loads), and the segmented modules
+        // would double the embedded images; 256-thread blocks still keep 8 KiB in flight each.
+        let x = [chunk(c), chunk(c + w)];
+        // Element i of the run is lane i % LANES of chunk i / LANES; indices grow with i.
+        let get = |i: usize| {
+            let (k, j) = (i / lanes as usize, i % lanes as usize);
+            (
+                <Op::In as Vectorize>::lane(&x[k], j),
+                (c + k as u64 * w) * lanes + j as u64,
+            )
+        };
+        acc = Op::fold_run(acc, TRIP_CHUNKS * lanes as usize, get);
+        c += TRIP_CHUNKS as u64 * w;
+    }
+    while c < stop_full {
+        let x = chunk(c);
+        acc = Op::fold_run(acc, lanes as usize, |j| {
+            (<Op::In as Vectorize>::lane(&x, j), c * lanes + j as u64)
+        });
+        c += w;
+    }
+    // The partial chunk (elements full · LANES .. len) belongs to the thread whose sequence lands on it.
+    if c == full && full < stop {
+        let mut i = full * lanes;
+        while i < seg.len {
+            // SAFETY: i < len.
+            acc = Op::combine(
+                acc,
+                Op::lift(unsafe { seg.start.add(i as usize).read() }, i),
+            );
+            i += 1;
+        }
+    }
+    acc
+}
+
+/// Groups of `p.width` lanes, one segment each: `32 / width` segments per warp, warps striding over the
+/// segments. Lane 0 of each group writes `out[s]`.
+///
+/// # Safety
+/// The host's launch contract: valid buffers for `p` (see [`SegmentedParams`]), `width` a power of two in
+/// 1..=32, whole warps.
+#[inline(always)]
+pub unsafe fn tile<Op: ReduceOp>(p: Params<Op>)
+where
+    Op::In: Vectorize,
+{
+    // Shifts, not divisions: `width` is a power of two, and a division would carry a divide-by-zero panic.
+    let shift = p.width.trailing_zeros().min(5) as u64;
+    let w = 1u64 << shift;
+    let per_warp = 32 >> shift;
+    let lane = arch::lane_id() as u64;
+    let rank = lane & (w - 1);
+    let warps = arch::grid_threads() / 32;
+    let mut base = arch::global_thread_idx() / 32 * per_warp;
+    // `base` is the warp's first segment: the same in every lane, so the whole warp reaches each shuffle.
+    while base < p.count {
+        let s = base + (lane >> shift);
+        let valid = s < p.count;
+        let acc = if valid {
+            // SAFETY: s < count; the segment is valid for reads (launch contract, offsets checked).
+            unsafe { fold_chunks::<Op>(segment(&p, s), 0, u64::MAX, rank, w) }
+        } else {
+            Op::identity()
+        };
+        // SAFETY: every lane of the warp is here; groups of `w` lanes reduce separately.
+        let r = unsafe { warp::reduce::<Op>(acc, w as u32, FULL_MASK) };
+        if valid && rank == 0 {
+            // SAFETY: s < count results.
+            unsafe { p.out.add(s as usize).write(r) };
+        }
+        base += warps * per_warp;
+    }
+}
+
+/// `pieces` blocks per segment: block `b` reduces piece `b % pieces` (chunks `piece · p.piece` up to the
+/// next piece's) of segment `b / pieces` into `partials[b]`, blocks striding over `count · pieces`. With one
+/// piece of `u64::MAX` chunks and `partials` = `out`, that is a block per segment writing its result.
+///
+/// # Safety
+/// As [`tile`]; every thread of the block runs it, with the block reduction's shared memory; `partials`
+/// valid for `count · pieces` writes; rows only when `pieces > 1` (`pieces` per segment is one number).
+#[inline(always)]
+pub unsafe fn block<Op: ReduceOp>(p: Params<Op>)
+where
+    Op::In: Vectorize,
+{
+    let (t, threads) = (arch::thread_idx() as u64, arch::block_dim() as u64);
+    // At least 1, so the divisions below carry no divide-by-zero panic.
+    let pieces = (p.pieces as u64).max(1);
+    let total = p.count * pieces;
+    let mut b = arch::block_idx() as u64;
+    // `b` is the same in every thread of the block, so all of them reach each barrier.
+    while b < total {
+        let (s, piece) = (b / pieces, b % pieces);
+        let first = piece.saturating_mul(p.piece);
+        let stop = first.saturating_add(p.piece);
+        // SAFETY: s < count (launch contract, offsets checked).
+        let acc = unsafe { fold_chunks::<Op>(segment(&p, s), first, stop, t, threads) };
+        // SAFETY: every thread of the block gets here.
+        let r = unsafe { block::reduce::<Op>(acc) };
+        if t == 0 {
+            // SAFETY: b < count · pieces partials.
+            unsafe { p.partials.add(b as usize).write(r) };
+        }
+        // The next round's block reduction reuses the shared slots warp 0 just read.
+        // SAFETY: every thread of the block gets here.
+        unsafe { arch::sync_threads() };
+        b += arch::grid_dim() as u64;
+    }
+}
+
+/// Second pass: one warp per segment combines its `pieces` partials, lane `l` taking `l, l + 32, …`, then a
+/// fixed shuffle tree; lane 0 writes `out[s]`.
+///
+/// # Safety
+/// `partials` valid for `count · pieces` reads (written by [`block`] before), `out` for `count` writes.
+#[inline(always)]
+pub unsafe fn combine<Op: ReduceOp>(p: Params<Op>) {
+    let pieces = p.pieces as u64;
+    let lane = arch::lane_id() as u64;
+    let warps = arch::grid_threads() / 32;
+    let mut s = arch::global_thread_idx() / 32;
+    while s < p.count {
+        let mut acc = Op::identity();
+        let mut i = lane;
+        while i < pieces {
+            // SAFETY: s · pieces + i < count · pieces.
+            acc = Op::combine(acc, unsafe {
+                p.partials.add((s * pieces + i) as usize).read()
+            });
+            i += 32;
+        }
+        // SAFETY: `s` is warp-uniform, so the whole warp is here.
+        let r = unsafe { warp::reduce::<Op>(acc, 32, FULL_MASK) };
+        if lane == 0 {
+            // SAFETY: s < count.
+            unsafe { p.out.add(s as usize).write(r) };
+        }
+        s += warps;
+    }
+}

@@ -1,0 +1,323 @@
+//! Per-segment reductions: the kernel a segment length gets, the partials of split segments, and the
+//! launches.
+use crate::stream::StreamRef;
+use cust::memory::DeviceBuffer;
+use reduce_contract::kernels::SegmentedKernel;
+use reduce_contract::layout::{
+    LOAD_BYTES, PIECE_CHUNKS, SEGMENTED_THREADS, SMEM_BYTES, SPLIT_ABOVE_CHUNKS,
+};
+use reduce_contract::params::SegmentedParams;
+use reduce_contract::{Kernel, Module};
+
+use super::{Span, launch};
+use crate::driver::{self, Launch};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::last_use::LastUse;
+
+/// Segments up to this many 16-byte chunks get a group of lanes narrower than a warp (two chunks a lane).
+const TILE_CHUNKS: u64 = 64;
+
+/// Segments up to this many chunks get one warp; longer ones a block.
+const WARP_CHUNKS: u64 = 2048;
+
+/// Most blocks a launch asks for: the kernels stride over segments (and pieces) past the grid.
+const MAX_GRID: u64 = 1 << 20;
+
+/// Which kernel reduces segments of one length, and with how many threads per segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// `width` lanes per segment (a power of two, 1 … 32).
+    Tile { width: u32 },
+    /// One block per segment (the block kernel with one piece).
+    Block,
+    /// `pieces` blocks per segment (the block kernel), then a combine.
+    Split { pieces: u32 },
+}
+
+impl Plan {
+    /// The plan for segments of `len` elements of `elem_size` bytes: a function of the length (in 16-byte
+    /// chunks) only, so a segment's reduction tree, and its bits, repeat on every call.
+    pub fn for_len(len: u64, elem_size: usize) -> Result<Plan> {
+        let chunks = len.div_ceil(LOAD_BYTES / elem_size as u64);
+        Ok(if chunks <= TILE_CHUNKS {
+            Plan::Tile {
+                width: chunks.div_ceil(2).next_power_of_two() as u32,
+            }
+        } else if chunks <= WARP_CHUNKS {
+            Plan::Tile { width: 32 }
+        } else if chunks <= SPLIT_ABOVE_CHUNKS {
+            Plan::Block
+        } else {
+            let pieces = chunks.div_ceil(PIECE_CHUNKS);
+            Plan::Split {
+                pieces: u32::try_from(pieces).map_err(|_| {
+                    Error::InvalidArgument(format!("segments of {len} elements are too long"))
+                })?,
+            }
+        })
+    }
+
+    /// The plan for offset-delimited segments, read on the device only: that of their mean length `n /
+    /// count` (an upper bound when they tile the input), a block at most (split needs one length).
+    pub fn for_offsets(n: u64, count: u64, elem_size: usize) -> Plan {
+        match Plan::for_len(n / count.max(1), elem_size) {
+            Ok(Plan::Tile { width }) => Plan::Tile { width },
+            _ => Plan::Block,
+        }
+    }
+}
+
+/// Where the segments are.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Layout {
+    /// `count` segments of `len` elements, `stride` apart, all inside the input (checked).
+    Rows { count: u64, len: u64, stride: u64 },
+    /// `count` segments `begin[s] .. end[s]`, checked on the device.
+    Offsets {
+        count: u64,
+        begin: Span<u64>,
+        end: Span<u64>,
+    },
+}
+
+impl Layout {
+    pub fn count(&self) -> u64 {
+        match *self {
+            Layout::Rows { count, .. } | Layout::Offsets { count, .. } => count,
+        }
+    }
+}
+
+/// Device temporaries: the partials of split segments (grown on demand) and the bad-offsets word.
+pub(crate) struct Scratch {
+    partials: DeviceBuffer<u8>,
+    error: DeviceBuffer<u32>,
+    last_use: LastUse,
+}
+
+impl Scratch {
+    pub fn new() -> Result<Self> {
+        Ok(Scratch {
+            partials: DeviceBuffer::zeroed(16)?,
+            error: DeviceBuffer::zeroed(1)?,
+            last_use: LastUse::new()?,
+        })
+    }
+
+    /// Waits on the host until the last work that used the scratch is done.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.last_use.synchronize()
+    }
+
+    /// Makes room for `bytes` of partials, after waiting for the work that may still use the old buffer.
+    fn reserve(&mut self, bytes: usize) -> Result<()> {
+        if self.partials.len() < bytes {
+            self.last_use.synchronize()?;
+            self.partials = DeviceBuffer::zeroed(bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the bad-offsets word after the work on `stream` (waits for it).
+    pub fn read_error(&self, stream: StreamRef<'_>) -> Result<bool> {
+        // SAFETY: the word is a live u32 of this scratch; the read is ordered after the kernels on `stream`.
+        Ok(unsafe { driver::read_back::<u32>(self.error.as_device_ptr().as_raw(), stream)? } != 0)
+    }
+}
+
+/// Enqueues the per-segment reduction of `module` (an operator and element type) of `input` into
+/// `out[0..count]`.
+///
+/// # Safety
+/// `input`, the offsets of `layout` and `out` (`count` accumulators) must stay valid until `stream` has
+/// passed this work; rows must lie inside `input` (the handle checks).
+pub(crate) unsafe fn enqueue<T, Acc>(
+    gpu: &Gpu,
+    scratch: &mut Scratch,
+    module: Module,
+    input: Span<T>,
+    layout: Layout,
+    out: *mut Acc,
+    stream: StreamRef<'_>,
+) -> Result<()> {
+    let count = layout.count();
+    if count == 0 {
+        return Ok(());
+    }
+    let size = size_of::<T>();
+    let (plan, len, stride, begin, end) = match layout {
+        Layout::Rows { len, stride, .. } => (
+            Plan::for_len(len, size)?,
+            len,
+            stride,
+            std::ptr::null(),
+            std::ptr::null(),
+        ),
+        Layout::Offsets { begin, end, .. } => (
+            Plan::for_offsets(input.len, count, size),
+            0,
+            0,
+            begin.as_ptr(),
+            end.as_ptr(),
+        ),
+    };
+    if let Plan::Split { pieces } = plan {
+        let bytes = (count as u128 * pieces as u128 * size_of::<Acc>() as u128)
+            .try_into()
+            .map_err(|_| Error::InvalidArgument("too many segments to split".into()))?;
+        scratch.reserve(bytes)?;
+    }
+    let params = SegmentedParams {
+        input: input.as_ptr(),
+        n: input.len,
+        count,
+        len,
+        stride,
+        begin,
+        end,
+        error: scratch.error.as_device_ptr().as_raw() as *mut u32,
+        width: match plan {
+            Plan::Tile { width } => width,
+            _ => 32,
+        },
+        pieces: match plan {
+            Plan::Split { pieces } => pieces,
+            _ => 1,
+        },
+        piece: match plan {
+            Plan::Split { .. } => PIECE_CHUNKS,
+            _ => u64::MAX,
+        },
+        // One piece per segment: the block kernel writes its results straight to `out`.
+        partials: match plan {
+            Plan::Split { .. } => scratch.partials.as_device_ptr().as_raw() as *mut Acc,
+            _ => out,
+        },
+        out,
+    };
+    // Every kernel runs SEGMENTED_THREADS threads: the block tree must not depend on the device.
+    let shape = |k: SegmentedKernel, blocks: u64| -> Result<(Kernel, Launch)> {
+        let kernel = Kernel {
+            module,
+            slot: k as u8,
+        };
+        let f = gpu.function(kernel)?;
+        if f.fit_block(SEGMENTED_THREADS) < SEGMENTED_THREADS {
+            return Err(Error::InvalidArgument(format!(
+                "{kernel:?} cannot run {SEGMENTED_THREADS} threads per block on this device"
+            )));
+        }
+        Ok((
+            kernel,
+            Launch {
+                grid: blocks.clamp(1, MAX_GRID) as u32,
+                block: SEGMENTED_THREADS,
+                shared_bytes: SMEM_BYTES,
+            },
+        ))
+    };
+    let per_block = SEGMENTED_THREADS as u64;
+
+    scratch.last_use.acquire(stream)?;
+    // SAFETY (every launch): `input`, the offsets and `out` are valid (the caller); the partials hold
+    // `count · pieces` accumulators (reserved above) and the error word is a u32, both serialised across
+    // streams by `acquire`; every kernel gets SMEM_BYTES and whole warps.
+    let launched = (|| unsafe {
+        if !begin.is_null() {
+            driver::memset_zero(scratch.error.as_device_ptr().as_raw(), 4, stream)?;
+        }
+        match plan {
+            Plan::Tile { width } => {
+                let (k, s) = shape(
+                    SegmentedKernel::Tile,
+                    count.div_ceil(per_block / width as u64),
+                )?;
+                launch(gpu, k, s, stream, params)
+            }
+            Plan::Block => {
+                let (k, s) = shape(SegmentedKernel::Block, count)?;
+                launch(gpu, k, s, stream, params)
+            }
+            Plan::Split { pieces } => {
+                let (k, s) = shape(SegmentedKernel::Block, count * pieces as u64)?;
+                launch(gpu, k, s, stream, params)?;
+                let (k, s) = shape(SegmentedKernel::Combine, count.div_ceil(per_block / 32))?;
+                launch(gpu, k, s, stream, params)
+            }
+        }
+    })();
+    // Record the use even after a failed launch, so a later call orders after whatever did run.
+    scratch.last_use.release(stream)?;
+    launched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_segments_get_narrow_tiles_two_chunks_a_lane() {
+        let tile = |width| Plan::Tile { width };
+        // f32: 4 elements per chunk.
+        for (len, want) in [
+            (0, tile(1)),
+            (1, tile(1)),
+            (8, tile(1)),
+            (9, tile(2)),
+            (16, tile(2)),
+            (17, tile(4)),
+            (31, tile(4)),
+            (32, tile(4)),
+            (33, tile(8)),
+            (127, tile(16)),
+            (128, tile(16)),
+            (129, tile(32)),
+            (256, tile(32)),
+            (1000, tile(32)),
+            (8192, tile(32)),
+        ] {
+            assert_eq!(Plan::for_len(len, 4).unwrap(), want, "len {len}");
+        }
+    }
+
+    #[test]
+    fn long_segments_get_a_block_and_very_long_ones_split() {
+        assert_eq!(Plan::for_len(8193, 4).unwrap(), Plan::Block);
+        assert_eq!(Plan::for_len(70_000, 4).unwrap(), Plan::Block);
+        assert_eq!(Plan::for_len(1 << 17, 4).unwrap(), Plan::Block);
+        assert_eq!(
+            Plan::for_len((1 << 17) + 1, 4).unwrap(),
+            Plan::Split { pieces: 3 }
+        );
+        assert_eq!(
+            Plan::for_len(1 << 24, 4).unwrap(),
+            Plan::Split { pieces: 256 }
+        );
+        assert_eq!(
+            Plan::for_len(1 << 28, 4).unwrap(),
+            Plan::Split { pieces: 4096 }
+        );
+        // The same bytes give the same plan whatever the element.
+        assert_eq!(
+            Plan::for_len(1 << 26, 8).unwrap(),
+            Plan::for_len(1 << 27, 4).unwrap()
+        );
+        assert_eq!(Plan::for_len(16, 1).unwrap(), Plan::Tile { width: 1 });
+        assert!(Plan::for_len(u64::MAX, 1).is_err());
+    }
+
+    #[test]
+    fn offsets_plan_by_the_mean_length_and_never_split() {
+        assert_eq!(Plan::for_offsets(0, 0, 4), Plan::Tile { width: 1 });
+        assert_eq!(
+            Plan::for_offsets(5000 * 1000, 1000, 4),
+            Plan::Tile { width: 32 }
+        );
+        assert_eq!(Plan::for_offsets(1 << 28, 1, 4), Plan::Block);
+        assert_eq!(
+            Plan::for_offsets(1 << 20, 1 << 20, 4),
+            Plan::Tile { width: 1 }
+        );
+    }
+}

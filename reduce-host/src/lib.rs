@@ -64,6 +64,7 @@ mod histogram;
 #[doc(hidden)]
 pub mod images;
 mod last_use;
+mod pinned;
 mod reduce;
 pub mod seed;
 pub mod select;

@@ -431,6 +431,8 @@ fn run() -> Result<bool, BoxError> {
         print!("{table}");
         md.push_str(&table);
     }
+    blocking_calls(&mut bench, &cub, &mut md)?;
+
     let mut accuracy = String::from(
         "\n### Accuracy of the f32 sums (exact: compensated f64)\n\n| n | exact | default | its error | reproducible | its error |\n|---:|---:|---:|---:|---:|---:|\n",
     );
@@ -453,6 +455,51 @@ fn run() -> Result<bool, BoxError> {
         println!("FAILED: {f}");
     }
     Ok(bench.failures.is_empty())
+}
+
+/// A blocking `sum` as its user sees it: host wall clock per call in a loop (the median of 11 batches of
+/// 1000 calls, rotating over the input copies), beside CUB's `Sum` followed by a copy of the result to the
+/// host on the same stream and a synchronize, timed the same way.
+fn blocking_calls(bench: &mut Bench, cub: &Cub, md: &mut String) -> Result<(), BoxError> {
+    let ns: [usize; 4] = [1 << 10, 1 << 16, 1 << 20, 1 << 24];
+    let cub_results = cub.run(
+        "blocking_sum_f32",
+        &ns.iter().map(|&n| n as u64).collect::<Vec<_>>(),
+    );
+    let mut table = String::from(
+        "\n### Blocking sum, host wall clock per call\n\n| n | ours µs | CUB + copy to host µs | (CUB + copy) / ours |\n|---:|---:|---:|---:|\n",
+    );
+    for n in ns {
+        let copies = bench.pool.copies(n, bench.min_rotation_bytes);
+        let windows: Vec<DeviceView<'_, f32>> =
+            (0..copies).map(|k| bench.pool.window(n, k)).collect();
+        let mut k = 0;
+        let mut call = |reduce: &mut DeviceReduce| -> Result<f32, BoxError> {
+            let got = reduce.sum(windows[k % copies])?;
+            k += 1;
+            Ok(got)
+        };
+        for _ in 0..500 {
+            call(&mut bench.reduce)?;
+        }
+        let mut us = Vec::new();
+        for _ in 0..11 {
+            let t0 = std::time::Instant::now();
+            for _ in 0..1000 {
+                std::hint::black_box(call(&mut bench.reduce)?);
+            }
+            us.push(t0.elapsed().as_secs_f64() * 1e6 / 1000.0);
+        }
+        let ours = timing::median(&mut us);
+        let (theirs, ratio) = match cub_results.get(&(n as u64)) {
+            Some(c) => (format!("{:.2}", c.us), format!("{:.3}", c.us / ours)),
+            None => ("n/a".into(), "n/a".into()),
+        };
+        writeln!(table, "| {n} | {ours:.2} | {theirs} | {ratio} |")?;
+    }
+    print!("{table}");
+    md.push_str(&table);
+    Ok(())
 }
 
 /// The sweep's largest n: 2^30 f32, 4 GiB.

@@ -35,11 +35,20 @@ grep -o '"/[a-z0-9-]*\.bin"' "$out/images.rs" | tr -d '"/' | while read -r blob;
     cp "$out/$blob" reduce-host/prebuilt/
 done
 
+# cargo verifies reduce-host against reduce-contract from a temporary local registry. A registry crate of
+# one version is taken as immutable: its unpacked source ($CARGO_HOME/registry/src/-<hash>/) and its build
+# (fingerprinted by name and version only) would be reused from an earlier run of this script, older
+# contents and all. So both go first, and the packages build in a target folder of their own.
+contract_version=$(sed -n 's/^version = "\(.*\)"/\1/p' reduce-contract/Cargo.toml | head -n 1)
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/reduce-contract-"$contract_version"
+verify=target/package-verify
+rm -rf "$verify"/debug/.fingerprint/reduce-contract-* "$verify"/debug/deps/libreduce_contract-*
+
 # prebuilt/ is ignored by git (it is a build product), hence --allow-dirty.
-cargo package -p reduce-contract -p reduce-host --allow-dirty
+cargo package -p reduce-contract -p reduce-host --allow-dirty --target-dir "$verify"
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' reduce-host/Cargo.toml | head -n 1)
-packaged=target/package/reduce-host-$version
+packaged=$verify/package/reduce-host-$version
 for f in reduce-host/prebuilt/*; do
     cmp "$out/$(basename "$f")" "$packaged/prebuilt/$(basename "$f")"
 done

@@ -319,10 +319,10 @@ _rsetup_install() {
     if [ "$missing" = 1 ]; then
         _rsetup_log "installing Rust toolchain $channel (rustup toolchain install)"
         # rustup >= 1.28 installs exactly what rust-toolchain.toml names.
-        rustup toolchain install >&2 || true
+        rustup toolchain install --no-self-update >&2 || true
         # Explicit form as well: works with older rustup too, and adds any
         # component/target missing from an already installed toolchain.
-        local -a args=(toolchain install "$channel" --profile "${profile:-minimal}")
+        local -a args=(toolchain install "$channel" --no-self-update --profile "${profile:-minimal}")
         for c in $comps; do args+=(--component "$c"); done
         for c in $targets; do args+=(--target "$c"); done
         rustup "${args[@]}" >&2

@@ -162,7 +162,15 @@ fn ensure_toolchain(channel: &str) {
     ) {
         println!("cargo:warning=installed Rust {channel} for the kernels (a one-time step)");
         let mut install = Command::new("rustup");
-        install.args(["toolchain", "install", channel, "--profile", "minimal"]);
+        // No self-update: the rustup on the PATH may belong to another home, where updating itself fails.
+        install.args([
+            "toolchain",
+            "install",
+            channel,
+            "--no-self-update",
+            "--profile",
+            "minimal",
+        ]);
         for c in COMPONENTS {
             install.args(["--component", c]);
         }

@@ -1,6 +1,7 @@
 //! `cargo bench`: the reduction chapter's bandwidth table (v0–v5, the production reduction under each
 //! combine strategy, the reproducible `Determinism::GpuToGpu` sum, CUB including its `gpu_to_gpu` sum) at
-//! n = 2^26+3 and 2^28 f32, and a sweep of GB/s against n (2^10 … 2^28) drawn as
+//! n = 2^26+3 and 2^28 f32 (every row beside CUB and the read ceiling: a bare float4 read kernel timed the
+//! same way), and a sweep of GB/s against n (2^10 … 2^30; the seeds to 2^28) drawn as
 //! an SVG. Every row is checked against an f64 CPU reference; a wrong result fails the bench.
 //!
 //! Output: the tables on stdout, and `bench.md`, `sweep.csv`, `sweep.svg` in `$OUT` (if set) or
@@ -300,7 +301,15 @@ fn run() -> Result<bool, BoxError> {
         .get_attribute(cust::device::DeviceAttribute::L2CacheSize)? as usize;
     let stream = gpu.stream()?;
     let copy = timing::copy_gbps(&stream)?;
-    let pool_len = (1usize << 28) + (1 << 22);
+    // The sweep reaches 2^30 (4 GiB of f32); the tables alone need 2^28.
+    let largest =
+        sizes
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(if quick { 1 << 28 } else { SWEEP_MAX });
+    let pool_len = largest + (1 << 22);
     let mut bench = Bench {
         reduce: DeviceReduce::with_gpu(&gpu)?,
         seed: SeedReduce::with_gpu(&gpu)?,
@@ -344,6 +353,9 @@ fn run() -> Result<bool, BoxError> {
             .into_iter()
             .map(|op| (op, cub.run(op.cub_name(), &sizes_u64)))
             .collect();
+    // The read ceiling: a bare float4 grid-stride read (one word per block written), timed as the rows
+    // beside it (graphs of 100 up to 2^20, events above).
+    let ceiling = cub.run("read_f32", &sizes_u64);
     let cub_of = |op: Op, n: usize| {
         cub_results
             .iter()
@@ -371,7 +383,16 @@ fn run() -> Result<bool, BoxError> {
     for &n in &sizes {
         let bytes = n as f64 * 4.0;
         let mut table = format!("\n### n = {n} f32 ({:.0} MB)\n\n", bytes / 1e6);
-        table.push_str("| version | change | median µs | GB/s | % of 4.8 TB/s | % of copy | CUB time / ours |\n|---|---|---:|---:|---:|---:|---:|\n");
+        let ceiling_us = ceiling.get(&(n as u64)).map(|c| c.us);
+        let of_ceiling =
+            |us: f64| ceiling_us.map_or("n/a".into(), |c| format!("{:.1}", 100.0 * c / us));
+        if let Some(c) = ceiling_us {
+            writeln!(
+                table,
+                "Read ceiling (bare float4 read kernel, same timing): {c:.1} µs\n"
+            )?;
+        }
+        table.push_str("| version | change | median µs | GB/s | % of 4.8 TB/s | % of copy | CUB time / ours | % of read ceiling |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
         for &kind in &kinds {
             let us = bench
                 .measure(kind, n)
@@ -381,11 +402,12 @@ fn run() -> Result<bool, BoxError> {
                 .map_or("n/a".into(), |c| format!("{:.3}", c.us / us));
             writeln!(
                 table,
-                "| {} | {} | {us:.1} | {gbps:.0} | {:.1} | {:.1} | {ratio} |",
+                "| {} | {} | {us:.1} | {gbps:.0} | {:.1} | {:.1} | {ratio} | {} |",
                 kind.label(),
                 kind.why(),
                 100.0 * gbps / DATASHEET_GBPS,
-                100.0 * gbps / copy
+                100.0 * gbps / copy,
+                of_ceiling(us)
             )?;
         }
         for op in [Op::Sum, Op::ReproSum, Op::Max, Op::ArgMax] {
@@ -397,17 +419,20 @@ fn run() -> Result<bool, BoxError> {
                 }
                 writeln!(
                     table,
-                    "| CUB {op:?} | cub::DeviceReduce | {:.1} | {:.0} | {:.1} | {:.1} | 1.000 |",
+                    "| CUB {op:?} | cub::DeviceReduce | {:.1} | {:.0} | {:.1} | {:.1} | 1.000 | {} |",
                     c.us,
                     c.gbps,
                     100.0 * c.gbps / DATASHEET_GBPS,
-                    100.0 * c.gbps / copy
+                    100.0 * c.gbps / copy,
+                    of_ceiling(c.us)
                 )?;
             }
         }
         print!("{table}");
         md.push_str(&table);
     }
+    blocking_calls(&mut bench, &cub, &mut md)?;
+
     let mut accuracy = String::from(
         "\n### Accuracy of the f32 sums (exact: compensated f64)\n\n| n | exact | default | its error | reproducible | its error |\n|---:|---:|---:|---:|---:|---:|\n",
     );
@@ -432,17 +457,71 @@ fn run() -> Result<bool, BoxError> {
     Ok(bench.failures.is_empty())
 }
 
-/// GB/s against n for v0–v5, the production sum and CUB: `sweep.csv` and `sweep.svg`.
+/// A blocking `sum` as its user sees it: host wall clock per call in a loop (the median of 11 batches of
+/// 1000 calls, rotating over the input copies), beside CUB's `Sum` followed by a copy of the result to the
+/// host on the same stream and a synchronize, timed the same way.
+fn blocking_calls(bench: &mut Bench, cub: &Cub, md: &mut String) -> Result<(), BoxError> {
+    let ns: [usize; 4] = [1 << 10, 1 << 16, 1 << 20, 1 << 24];
+    let cub_results = cub.run(
+        "blocking_sum_f32",
+        &ns.iter().map(|&n| n as u64).collect::<Vec<_>>(),
+    );
+    let mut table = String::from(
+        "\n### Blocking sum, host wall clock per call\n\n| n | ours µs | CUB + copy to host µs | (CUB + copy) / ours |\n|---:|---:|---:|---:|\n",
+    );
+    for n in ns {
+        let copies = bench.pool.copies(n, bench.min_rotation_bytes);
+        let windows: Vec<DeviceView<'_, f32>> =
+            (0..copies).map(|k| bench.pool.window(n, k)).collect();
+        let mut k = 0;
+        let mut call = |reduce: &mut DeviceReduce| -> Result<f32, BoxError> {
+            let got = reduce.sum(windows[k % copies])?;
+            k += 1;
+            Ok(got)
+        };
+        for _ in 0..500 {
+            call(&mut bench.reduce)?;
+        }
+        let mut us = Vec::new();
+        for _ in 0..11 {
+            let t0 = std::time::Instant::now();
+            for _ in 0..1000 {
+                std::hint::black_box(call(&mut bench.reduce)?);
+            }
+            us.push(t0.elapsed().as_secs_f64() * 1e6 / 1000.0);
+        }
+        let ours = timing::median(&mut us);
+        let (theirs, ratio) = match cub_results.get(&(n as u64)) {
+            Some(c) => (format!("{:.2}", c.us), format!("{:.3}", c.us / ours)),
+            None => ("n/a".into(), "n/a".into()),
+        };
+        writeln!(table, "| {n} | {ours:.2} | {theirs} | {ratio} |")?;
+    }
+    print!("{table}");
+    md.push_str(&table);
+    Ok(())
+}
+
+/// The sweep's largest n: 2^30 f32, 4 GiB.
+const SWEEP_MAX: usize = 1 << 30;
+
+/// GB/s against n for v0–v5 (to 2^28), the production sum and argmax, CUB's, and the read ceiling (to
+/// 2^30): `sweep.csv` and `sweep.svg`, and a table with each production row's share of the ceiling and its
+/// ratio to CUB.
 fn sweep(bench: &mut Bench, cub: &Cub, copy: f64, md: &mut String) -> Result<(), BoxError> {
-    let log2s: Vec<u32> = (10..=28).collect();
+    let log2s: Vec<u32> = (10..=SWEEP_MAX.ilog2()).collect();
     let ns: Vec<usize> = log2s.iter().map(|&l| 1usize << l).collect();
-    let mut kinds: Vec<Kind> = SeedVersion::ALL.into_iter().map(Kind::Seed).collect();
-    kinds.push(Kind::Production(Op::Sum, Combine::default()));
+    let mut kinds: Vec<(Kind, usize)> = SeedVersion::ALL
+        .into_iter()
+        .map(|v| (Kind::Seed(v), 1 << 28))
+        .collect();
+    kinds.push((Kind::Production(Op::Sum, Combine::default()), SWEEP_MAX));
+    kinds.push((Kind::Production(Op::ArgMax, Combine::default()), SWEEP_MAX));
     let mut series = Vec::new();
     let mut csv = String::from("series,n,median_us,gbps\n");
-    for &kind in &kinds {
+    for &(kind, largest) in &kinds {
         let mut points = Vec::new();
-        for (&l, &n) in log2s.iter().zip(&ns) {
+        for (&l, &n) in log2s.iter().zip(&ns).filter(|(_, n)| **n <= largest) {
             let us = bench
                 .measure(kind, n)
                 .map_err(|e| format!("{} at n={n}: {e}", kind.label()))?;
@@ -455,17 +534,25 @@ fn sweep(bench: &mut Bench, cub: &Cub, copy: f64, md: &mut String) -> Result<(),
             points,
         });
     }
-    let cub_sum = cub.run("sum_f32", &ns.iter().map(|&n| n as u64).collect::<Vec<_>>());
-    if !cub_sum.is_empty() {
+    let ns_u64: Vec<u64> = ns.iter().map(|&n| n as u64).collect();
+    for (name, op) in [
+        ("CUB Sum", "sum_f32"),
+        ("CUB ArgMax", "argmax_f32"),
+        ("read ceiling", "read_f32"),
+    ] {
+        let results = cub.run(op, &ns_u64);
+        if results.is_empty() {
+            continue;
+        }
         let mut points = Vec::new();
         for (&l, &n) in log2s.iter().zip(&ns) {
-            if let Some(c) = cub_sum.get(&(n as u64)) {
-                writeln!(csv, "cub sum,{n},{:.3},{:.1}", c.us, c.gbps)?;
+            if let Some(c) = results.get(&(n as u64)) {
+                writeln!(csv, "{},{n},{:.3},{:.1}", name.to_lowercase(), c.us, c.gbps)?;
                 points.push((l as f64, c.gbps));
             }
         }
         series.push(Series {
-            name: "CUB Sum".into(),
+            name: name.into(),
             points,
         });
     }
@@ -477,7 +564,13 @@ fn sweep(bench: &mut Bench, cub: &Cub, copy: f64, md: &mut String) -> Result<(),
     let title = format!("f32 sum, GB/s against n ({})", bench.gpu.info().name);
     std::fs::write(
         dir.join("sweep.svg"),
-        plot::svg(&title, &series, (10.0, 28.0), 5000.0, copy),
+        plot::svg(
+            &title,
+            &series,
+            (10.0, log2s[log2s.len() - 1] as f64),
+            5000.0,
+            copy,
+        ),
     )?;
     md.push_str("\n### Sweep (GB/s)\n\n| n |");
     for s in &series {
@@ -496,6 +589,31 @@ fn sweep(bench: &mut Bench, cub: &Cub, copy: f64, md: &mut String) -> Result<(),
         }
         md.push('\n');
         let _ = i;
+    }
+    // Each production row against the ceiling and CUB at every n: a ratio of GB/s is a ratio of times.
+    let gbps_of = |name: &str, l: u32| {
+        series
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.points.iter().find(|p| p.0 == l as f64).map(|p| p.1))
+    };
+    md.push_str("\n### Against the read ceiling and CUB\n\n| n | sum % of ceiling | sum CUB time / ours | argmax % of ceiling | argmax CUB time / ours |\n|---:|---:|---:|---:|---:|\n");
+    let sum = Kind::Production(Op::Sum, Combine::default()).label();
+    let argmax = Kind::Production(Op::ArgMax, Combine::default()).label();
+    let pct = |a: Option<f64>, b: Option<f64>, scale: f64| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.3}", scale * a / b),
+        _ => "n/a".into(),
+    };
+    for &l in &log2s {
+        let ceiling = gbps_of("read ceiling", l);
+        writeln!(
+            md,
+            "| 2^{l} | {} | {} | {} | {} |",
+            pct(gbps_of(&sum, l), ceiling, 100.0),
+            pct(gbps_of(&sum, l), gbps_of("CUB Sum", l), 1.0),
+            pct(gbps_of(&argmax, l), ceiling, 100.0),
+            pct(gbps_of(&argmax, l), gbps_of("CUB ArgMax", l), 1.0),
+        )?;
     }
     println!("\nsweep written to {}", dir.join("sweep.svg").display());
     Ok(())

@@ -1008,6 +1008,43 @@ Timing time_launches(Launch&& launch, int copies, uint64_t n, const Gpu& gpu)
   return result;
 }
 
+// blocking_sum_f32: what the user of a blocking call waits for: DeviceReduce::Sum on the stream, then the
+// 4-byte result copied into a host variable on the same stream and a stream synchronize. Host wall clock
+// per call, the median of 11 batches of 1000 calls, rotating over the copies.
+Timing time_blocking(ReduceF32Op& op, int copies, const Gpu& gpu)
+{
+  cudaStream_t s = gpu.stream;
+  float host     = 0.0f;
+  int copy       = 0;
+  auto call      = [&]() {
+    CK(op.launch(copy, s));
+    CK(cudaMemcpyAsync(&host, op.out.get(), sizeof(float), cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    copy = (copy + 1) % copies;
+  };
+  for (int i = 0; i < 500; ++i)
+  {
+    call();
+  }
+  std::vector<double> us;
+  constexpr int kBatches = 11, kCalls = 1000;
+  for (int b = 0; b < kBatches; ++b)
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i)
+    {
+      call();
+    }
+    us.push_back(wall_ms_since(t0) * 1000.0 / kCalls);
+  }
+  Timing t;
+  t.median_us = median(us);
+  t.samples   = kBatches;
+  t.mode      = "blocking";
+  t.last_copy = (copy + copies - 1) % copies;
+  return t;
+}
+
 // Number of rotating copies: K * bytes >= 3 * L2, capped by memory and (graph path) graph count.
 int rotation_copies(uint64_t n, size_t elem_bytes, const Gpu& gpu)
 {
@@ -1054,7 +1091,7 @@ void usage()
 {
   std::fprintf(stderr,
                "usage: cub_bench <op> <n> [<n> ...]\n"
-               "ops: sum_f32 sum_f32_gpu_to_gpu (CCCL >= 3.6) max_f32 min_f32 argmax_f32 argmin_f32 sum_f16 sum_bf16\n"
+               "ops: sum_f32 blocking_sum_f32 sum_f32_gpu_to_gpu (CCCL >= 3.6) max_f32 min_f32 argmax_f32 argmin_f32 sum_f16 sum_bf16\n"
                "     histogram_f32_uniform histogram_f32_skewed select_if_f32 memcpy_d2d read_f32\n");
 }
 
@@ -1071,12 +1108,15 @@ int main(int argc, char** argv)
     return 2;
   }
 #endif
-  if (argc < 3 || !make_op(argv[1]))
+  const std::string op_name = argc >= 2 ? argv[1] : "";
+  // The blocking row times the sum_f32 op with its result copied to the host after every call.
+  const bool blocking        = op_name == "blocking_sum_f32";
+  const std::string base_op  = blocking ? "sum_f32" : op_name;
+  if (argc < 3 || !make_op(base_op))
   {
     usage();
     return 2;
   }
-  const std::string op_name = argv[1];
   std::vector<uint64_t> sizes;
   for (int a = 2; a < argc; ++a)
   {
@@ -1109,11 +1149,12 @@ int main(int argc, char** argv)
                    static_cast<unsigned long long>(n));
       continue;
     }
-    std::unique_ptr<Op> op = make_op(op_name);
+    std::unique_ptr<Op> op = make_op(base_op);
     const int copies       = rotation_copies(n, op->elem_bytes(), gpu);
     op->setup(n, copies, name_hash(op_name) ^ splitmix64(n), gpu);
 
-    const Timing t = time_launches([&](int c) { return op->launch(c, gpu.stream); }, copies, n, gpu);
+    const Timing t = blocking ? time_blocking(static_cast<ReduceF32Op&>(*op), copies, gpu)
+                              : time_launches([&](int c) { return op->launch(c, gpu.stream); }, copies, n, gpu);
     const bool ok  = op->check(t.last_copy);
     all_ok         = all_ok && ok;
 

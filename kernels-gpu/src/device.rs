@@ -4,8 +4,8 @@
 //! - **two-pass** ([`partials`] then [`finalize`]): a second one-block kernel reduces the partials in a fixed
 //!   order. Deterministic.
 //! - **last block** ([`last_block`]): one kernel; each block writes its partial, fences, takes a ticket, and
-//!   the block that draws the last ticket reduces all partials in a fixed order and resets the ticket counter.
-//!   Deterministic.
+//!   the block that draws the last ticket (a value the host computes: the counter is never reset, so no
+//!   launch needs a reset ahead of it) reduces all partials in a fixed order. Deterministic.
 //! - **atomic** ([`atomic`]): one kernel; each block adds its partial into a zeroed result. Floating-point
 //!   results depend on the order the blocks arrive in, so they are not reproducible.
 use crate::arch::{self, AtomicAdd};
@@ -78,17 +78,19 @@ pub unsafe fn finalize<Op: ReduceOp>(partials: *const Op::Acc, count: u64, out: 
     }
 }
 
-/// Single pass with the last-block-done protocol. `ticket` must be 0 at launch; it is 0 again at exit.
+/// Single pass with the last-block-done protocol. Every block adds one to `*ticket`; the one that draws
+/// `last` (the counter's value at launch plus `gridDim.x - 1`, wrapping) combines. The counter is left as it
+/// is, `gridDim.x` higher, so the host never needs to reset it between launches.
 ///
 /// # Safety
 /// `input` valid for `n` reads, `partials` for `gridDim.x` elements, `out` for one write, `ticket` a valid
-/// `u32` that no other kernel uses concurrently.
+/// `u32` that no other kernel uses concurrently, holding `last + 1 - gridDim.x` (wrapping) at launch.
 #[inline(always)]
 pub unsafe fn last_block<Op: ReduceOp>(
     input: *const Op::In,
     n: u64,
     partials: *mut Op::Acc,
-    ticket: *mut u32,
+    (ticket, last): (*mut u32, u32),
     out: *mut Op::Acc,
 ) where
     Op::In: Vectorize,
@@ -100,14 +102,13 @@ pub unsafe fn last_block<Op: ReduceOp>(
     // (asserted in reduce_contract::layout).
     let flag = unsafe { arch::shared::<u32>().add(LAST_BLOCK_FLAG_OFFSET / 4) };
     if arch::thread_idx() == 0 {
-        let grid = arch::grid_dim();
         // SAFETY: block_idx < gridDim.x; `ticket` is valid.
         unsafe {
             partials.add(arch::block_idx() as usize).write(p);
             // Publish the partial before taking a ticket: whoever draws the last ticket must see it.
             arch::fence_gpu();
             let t = arch::atomic_add_u32(ticket, 1);
-            flag.write_volatile((t == grid - 1) as u32);
+            flag.write_volatile((t == last) as u32);
         }
     }
     // SAFETY: every thread reaches this barrier; it also orders the flag write before the reads below.
@@ -122,11 +123,8 @@ pub unsafe fn last_block<Op: ReduceOp>(
     // SAFETY: i < gridDim.x; the loads bypass L1 so no stale line is read.
     let r = unsafe { block_over::<Op>(count, |i| arch::load_coherent(partials.add(i as usize))) };
     if arch::thread_idx() == 0 {
-        // SAFETY: `out` and `ticket` are valid; every block has taken its ticket, so the reset races with none.
-        unsafe {
-            out.write(r);
-            ticket.write_volatile(0);
-        }
+        // SAFETY: `out` is valid for one write.
+        unsafe { out.write(r) };
     }
 }
 

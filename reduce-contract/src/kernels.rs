@@ -324,7 +324,7 @@ pub enum ReduceKernel {
     Partials,
     /// One block combining `count` partials into `out`.
     Finalize,
-    /// Single pass; the last block to finish combines (`ticket` is 0 at launch and at exit).
+    /// Single pass; the block that draws `last_ticket` combines.
     LastBlock,
     /// Single pass with atomic adds into a zeroed `out` (sums only).
     Atomic,

@@ -8,6 +8,7 @@ use reduce_contract::ModuleSpec;
 
 use crate::error::{DriverError, Error, Result, check};
 use crate::images::Code;
+use crate::pinned::Pinned;
 use crate::stream::StreamRef;
 
 /// A loaded module and its kernels, resolved at load. Unloaded on drop (a failure there has no caller to
@@ -197,26 +198,30 @@ pub(crate) unsafe fn memset_zero(ptr: u64, bytes: usize, stream: StreamRef<'_>) 
     })?)
 }
 
-/// Copies one `T` from device address `src` to the host, ordered on `stream`, and waits for it.
+/// Copies one `T` from device address `src` to the host through `staging` (page-locked, so the copy is
+/// one DMA on the stream), ordered on `stream`, and waits for it.
 ///
 /// # Safety
-/// `src` must hold a valid `T` once the work before it on `stream` is done.
+/// `src` must hold a valid `T` once the work before it on `stream` is done; nothing else may use `staging`
+/// meanwhile.
 pub(crate) unsafe fn read_back<T: cust::memory::DeviceCopy + Default>(
     src: u64,
+    staging: &Pinned,
     stream: StreamRef<'_>,
 ) -> Result<T> {
-    let mut value = T::default();
-    // SAFETY: `value` is a live host `T`; the copy completes before `synchronize` returns.
+    assert!(size_of::<T>() <= staging.len(), "staging too small");
+    // SAFETY: `staging` holds at least a `T` and is the caller's alone; the copy completes before
+    // `synchronize` returns, and then holds the `T` read below.
     unsafe {
         check(sys::cuMemcpyDtoHAsync_v2(
-            &mut value as *mut T as *mut c_void,
+            staging.as_mut_ptr(),
             src,
-            std::mem::size_of::<T>(),
+            size_of::<T>(),
             stream.as_raw(),
         ))?;
+        synchronize(stream)?;
+        Ok(staging.read::<T>())
     }
-    synchronize(stream)?;
-    Ok(value)
 }
 
 /// Copies `dst.len()` values of `T` from device address `src` into `dst`, ordered on `stream`, and waits.

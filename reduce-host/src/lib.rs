@@ -70,6 +70,7 @@ mod histogram;
 #[doc(hidden)]
 pub mod images;
 mod last_use;
+mod pinned;
 mod reduce;
 pub mod seed;
 mod segmented;

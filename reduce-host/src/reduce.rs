@@ -3,6 +3,7 @@
 use cust::memory::DeviceCopy;
 use cust::stream::Stream;
 use reduce_contract::Op;
+use reduce_contract::layout::MAX_ACC_BYTES;
 
 use crate::determinism::Determinism;
 use crate::dispatch::reduce::{Scratch, Strategy};
@@ -12,6 +13,7 @@ use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, InContext};
+use crate::pinned::Pinned;
 use crate::stream::{self, StreamRef};
 use crate::tuning::{self, Policy};
 use crate::view::{DeviceView, DeviceViewMut, Home};
@@ -84,6 +86,8 @@ impl Combine {
 pub struct DeviceReduce {
     scratch: InContext<Scratch>,
     stream: InContext<Stream>,
+    /// Page-locked memory the results of blocking calls are copied into.
+    staging: InContext<Pinned>,
     policy: Policy,
     combine: Combine,
     determinism: Determinism,
@@ -107,6 +111,7 @@ impl DeviceReduce {
         Ok(DeviceReduce {
             scratch: InContext::new(gpu, Scratch::new(info.sm_count * policy.blocks_per_sm)?),
             stream,
+            staging: InContext::new(gpu, Pinned::new(MAX_ACC_BYTES)?),
             policy,
             combine: Combine::default(),
             determinism: Determinism::default(),
@@ -327,8 +332,9 @@ impl DeviceReduce {
         let homes = [input.home(), Home::default()];
         let input = Span::of_view(&self.gpu, input, "input")?;
         self.enqueue::<T, Acc>(op, input, out as *mut Acc, homes, None)?;
-        // SAFETY: the kernels just enqueued write an `Acc` to `out` on the handle's stream.
-        unsafe { driver::read_back::<Acc>(out, StreamRef::from(&*self.stream)) }
+        // SAFETY: the kernels just enqueued write an `Acc` to `out` on the handle's stream; `staging` is
+        // this handle's, used by blocking calls only, which `&mut self` serialises.
+        unsafe { driver::read_back::<Acc>(out, &self.staging, StreamRef::from(&*self.stream)) }
     }
 
     fn enqueue_into<T: Element, Acc: DeviceCopy>(

@@ -8,6 +8,7 @@ use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, InContext};
+use crate::pinned::Pinned;
 use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut};
 
@@ -108,10 +109,15 @@ impl SeedReduce {
         let _current = self.gpu.make_current()?;
         let mut out = DeviceBuffer::<f32>::zeroed(1)?;
         let stream = self.gpu.stream()?;
-        // SAFETY: `input` and `out` outlive the synchronize in `read_back`.
+        let staging = Pinned::new(size_of::<f32>())?;
+        // SAFETY: `input` and `out` outlive the synchronize in `read_back`; `staging` is this call's.
         unsafe {
             self.sum_async(version, input, &mut out, &stream)?;
-            driver::read_back::<f32>(out.as_device_ptr().as_raw(), StreamRef::from(&stream))
+            driver::read_back::<f32>(
+                out.as_device_ptr().as_raw(),
+                &staging,
+                StreamRef::from(&stream),
+            )
         }
     }
 

@@ -10,6 +10,7 @@ use crate::driver;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, InContext};
+use crate::pinned::Pinned;
 use crate::stream::{self, StreamRef};
 use crate::tuning::{self, Policy};
 use crate::view::{DeviceView, DeviceViewMut, Home};
@@ -115,6 +116,8 @@ pub struct DeviceSelect {
     count: InContext<DeviceBuffer<u64>>,
     tiles: InContext<Scratch>,
     stream: InContext<Stream>,
+    /// Page-locked memory the counts of blocking calls are copied into.
+    staging: InContext<Pinned>,
     policy: Policy,
     // Declared last: the context outlives the buffers and stream above.
     gpu: Gpu,
@@ -132,6 +135,7 @@ impl DeviceSelect {
             count: InContext::new(gpu, DeviceBuffer::zeroed(1)?),
             tiles: InContext::new(gpu, Scratch::new()?),
             stream,
+            staging: InContext::new(gpu, Pinned::new(size_of::<u64>())?),
             policy: Policy {
                 threads: tuning::SELECT_THREADS,
                 ..tuning::policy(gpu.info().cc())
@@ -282,8 +286,9 @@ impl DeviceSelect {
         let input = Span::of_view(&self.gpu, input, "input")?;
         let out = Span::of_view_mut(&self.gpu, &out, "output")?;
         self.enqueue(selection, (input, out), count as *mut u64, homes, None)?;
-        // SAFETY: the kernels just enqueued write the count, a u64, on the handle's stream.
-        unsafe { driver::read_back::<u64>(count, StreamRef::from(&*self.stream)) }
+        // SAFETY: the kernels just enqueued write the count, a u64, on the handle's stream; `staging` is
+        // this handle's, used by blocking calls only, which `&mut self` serialises.
+        unsafe { driver::read_back::<u64>(count, &self.staging, StreamRef::from(&*self.stream)) }
     }
 
     fn enqueue_into<T: SelectElement>(

@@ -104,8 +104,17 @@ fn atomic_is_within_the_error_bound() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
 fn calls_captured_into_a_graph_replay_and_leave_the_handle_usable() {
+    // Auto (TwoPass at this size) and LastBlock, whose captured launches keep a ticket of their own:
+    // replays interleaved with direct calls must leave both tickets right.
+    for combine in [Combine::Auto, Combine::LastBlock] {
+        graph_replays_interleaved_with_direct_calls(combine);
+    }
+}
+
+fn graph_replays_interleaved_with_direct_calls(combine: Combine) {
     use cust::sys;
     let mut reduce = gpu();
+    reduce.set_combine(combine);
     let host = random(((1 << 20) + 3).min(max_n()), 9);
     let buf = DeviceBuffer::from_slice(&host).unwrap();
     let want = reduce.sum(&buf).unwrap();
@@ -127,17 +136,30 @@ fn calls_captured_into_a_graph_replay_and_leave_the_handle_usable() {
         assert_eq!(sys::cuStreamEndCapture(raw, &mut graph), ok);
         let mut exec = std::ptr::null_mut();
         assert_eq!(sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0), ok);
-        for _ in 0..2 {
-            assert_eq!(sys::cuGraphLaunch(exec, raw), ok);
+        for round in 0..3 {
+            for _ in 0..2 {
+                assert_eq!(sys::cuGraphLaunch(exec, raw), ok);
+            }
+            stream.synchronize().unwrap();
+            // Direct calls between replays (their ticket is the host-counted one).
+            let direct = reduce.sum(&buf).unwrap();
+            assert_eq!(
+                direct.to_bits(),
+                want.to_bits(),
+                "{combine:?} round {round}: direct"
+            );
         }
-        stream.synchronize().unwrap();
         sys::cuGraphExecDestroy(exec);
         sys::cuGraphDestroy(graph);
     }
     let mut got = [0.0f32; 3];
     out.copy_to(&mut got[..]).unwrap();
     for g in got {
-        assert_eq!(g.to_bits(), want.to_bits(), "replayed {g}, direct {want}");
+        assert_eq!(
+            g.to_bits(),
+            want.to_bits(),
+            "{combine:?}: replayed {g}, direct {want}"
+        );
     }
     // Blocking calls on the handle's own stream after the capture: no wait on a captured event.
     assert_eq!(reduce.sum(&buf).unwrap().to_bits(), want.to_bits());

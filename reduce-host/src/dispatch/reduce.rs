@@ -22,11 +22,16 @@ pub(crate) enum Strategy {
     Atomic,
 }
 
-/// Device temporaries: per-block partials, the last-block ticket and the result slot of blocking calls.
+/// Device temporaries: per-block partials, the last-block tickets and the result slot of blocking calls.
 /// Async calls may run on any stream; [`LastUse`] keeps two streams from sharing them at the same time.
 pub(crate) struct Scratch {
     partials: DeviceBuffer<u8>,
+    /// Two last-block ticket counters. Word 0 serves launches the host enqueues directly: it is never reset,
+    /// and `ticket_value` is its value once the launches before are done (each adds its grid). Word 1
+    /// serves launches captured into a CUDA graph, which run whenever the graph is replayed, uncounted:
+    /// each is preceded by a captured memset of its word, so every replay starts it from 0.
     ticket: DeviceBuffer<u32>,
+    ticket_value: u32,
     /// Where blocking calls have their result written.
     pub result: DeviceBuffer<u8>,
     last_use: LastUse,
@@ -36,7 +41,8 @@ impl Scratch {
     pub fn new(max_grid: u32) -> Result<Self> {
         Ok(Scratch {
             partials: DeviceBuffer::zeroed(max_grid as usize * MAX_ACC_BYTES)?,
-            ticket: DeviceBuffer::zeroed(1)?,
+            ticket: DeviceBuffer::zeroed(2)?,
+            ticket_value: 0,
             result: DeviceBuffer::zeroed(MAX_ACC_BYTES)?,
             last_use: LastUse::new()?,
         })
@@ -90,6 +96,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         partials,
         count: 0,
         ticket: scratch.ticket.as_device_ptr().as_raw() as *mut u32,
+        last_ticket: 0,
         out,
     };
     // A kernel's launch: `threads` fitted to its registers, at most one resident wave.
@@ -104,7 +111,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     scratch.last_use.acquire(stream)?;
     // SAFETY (every launch): `input` is valid for `n` reads and `out` for one `Acc` (the caller);
     // `partials` holds `max grid · MAX_ACC_BYTES` bytes (the handle reserves it for its policy) and the
-    // ticket is a zeroed u32 only this handle's kernels use, both serialised across streams by `acquire`;
+    // tickets are u32 counters only this handle's kernels use, all serialised across streams by `acquire`;
     // every kernel gets SMEM_BYTES.
     let launched = (|| unsafe {
         if n == 0 {
@@ -140,12 +147,40 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 launch(gpu, k, s, stream, ReduceParams { count, ..params })
             }
             Strategy::LastBlock => {
-                // The last block resets the ticket when it finishes, but a launch that never finished (or
-                // a launch from a graph that was not replayed to its end) would leave it counting: zero it
-                // on the stream first, so every launch starts from a known ticket.
-                driver::memset_zero(params.ticket as u64, std::mem::size_of::<u32>(), stream)?;
                 let (k, s) = shape(ReduceKernel::LastBlock, grid, policy.threads)?;
-                launch(gpu, k, s, stream, params)
+                if driver::capturing(stream)? {
+                    // A replay the host cannot count: the graph's own word, zeroed ahead of the kernel.
+                    let word = params.ticket.add(1);
+                    driver::memset_zero(word as u64, std::mem::size_of::<u32>(), stream)?;
+                    let last_ticket = s.grid - 1;
+                    return launch(
+                        gpu,
+                        k,
+                        s,
+                        stream,
+                        ReduceParams {
+                            ticket: word,
+                            last_ticket,
+                            ..params
+                        },
+                    );
+                }
+                // The counter holds `ticket_value` once the launches before this one are done (stream
+                // order, and `acquire` across streams): no reset needed, so no operation ahead of the
+                // kernel.
+                let last_ticket = scratch.ticket_value.wrapping_add(s.grid - 1);
+                launch(
+                    gpu,
+                    k,
+                    s,
+                    stream,
+                    ReduceParams {
+                        last_ticket,
+                        ..params
+                    },
+                )?;
+                scratch.ticket_value = scratch.ticket_value.wrapping_add(s.grid);
+                Ok(())
             }
             Strategy::Atomic => {
                 driver::memset_zero(out as u64, std::mem::size_of::<Acc>(), stream)?;

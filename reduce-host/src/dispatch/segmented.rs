@@ -12,6 +12,7 @@ use reduce_contract::{Kernel, Module};
 use super::{Span, launch};
 use crate::driver::{self, Launch};
 use crate::error::{Error, Result};
+use crate::pinned::Pinned;
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
 
@@ -93,6 +94,8 @@ impl Layout {
 pub(crate) struct Scratch {
     partials: DeviceBuffer<u8>,
     error: DeviceBuffer<u32>,
+    /// Page-locked landing place for the error word (see [`Pinned`]).
+    staging: Pinned,
     last_use: LastUse,
 }
 
@@ -101,6 +104,7 @@ impl Scratch {
         Ok(Scratch {
             partials: DeviceBuffer::zeroed(16)?,
             error: DeviceBuffer::zeroed(1)?,
+            staging: Pinned::new(size_of::<u32>())?,
             last_use: LastUse::new()?,
         })
     }
@@ -120,9 +124,11 @@ impl Scratch {
     }
 
     /// Reads the bad-offsets word after the work on `stream` (waits for it).
-    pub fn read_error(&self, stream: StreamRef<'_>) -> Result<bool> {
-        // SAFETY: the word is a live u32 of this scratch; the read is ordered after the kernels on `stream`.
-        Ok(unsafe { driver::read_back::<u32>(self.error.as_device_ptr().as_raw(), stream)? } != 0)
+    pub fn read_error(&mut self, stream: StreamRef<'_>) -> Result<bool> {
+        let word = self.error.as_device_ptr().as_raw();
+        // SAFETY: the word is a live u32 of this scratch; the read is ordered after the kernels on `stream`;
+        // `staging` is this scratch's, and `&mut self` keeps other reads out.
+        Ok(unsafe { driver::read_back::<u32>(word, &self.staging, stream)? } != 0)
     }
 }
 

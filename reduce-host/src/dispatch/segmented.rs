@@ -12,9 +12,9 @@ use reduce_contract::{Kernel, Module};
 use super::{Span, launch};
 use crate::driver::{self, Launch};
 use crate::error::{Error, Result};
-use crate::pinned::Pinned;
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
+use crate::pinned::Pinned;
 
 /// Segments up to this many 16-byte chunks get a group of lanes narrower than a warp (two chunks a lane).
 const TILE_CHUNKS: u64 = 64;

@@ -6,7 +6,9 @@
 //! write the accumulator itself as the result, so the host reads back an `Acc`.
 use core::marker::PhantomData;
 
-use crate::shuffle::Shuffle;
+use crate::arch;
+use crate::shuffle::{Shuffle, shfl_idx, shfl_xor};
+use crate::warp;
 
 /// A reduction operator.
 pub trait ReduceOp {
@@ -36,6 +38,22 @@ pub trait ReduceOp {
         });
         pairwise_tree!(tree, len, Self::combine);
         Self::combine(acc, tree[0])
+    }
+
+    /// Reduces one accumulator per lane over segments of `width` lanes, as [`crate::warp::reduce`] (which
+    /// calls it). The default is the fixed shuffle tree of whole accumulators
+    /// ([`crate::warp::tree_reduce`]); operators override it when a cheaper exchange gives the same result
+    /// (see [`ArgExtreme`]).
+    ///
+    /// # Safety
+    /// As [`crate::warp::reduce`].
+    #[inline(always)]
+    unsafe fn warp_reduce(v: Self::Acc, width: u32, mask: u32) -> Self::Acc
+    where
+        Self: Sized,
+    {
+        // SAFETY: forwarded to the caller.
+        unsafe { crate::warp::tree_reduce::<Self>(v, width, mask) }
     }
 }
 
@@ -345,5 +363,43 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
             }
         });
         acc
+    }
+
+    /// Values first, then indices, then one value: a butterfly of one-word `pick`s gives every lane the
+    /// segment's best value; a butterfly of `min`s over the indices of the lanes holding it gives the
+    /// smallest; the lane with that index hands over its value (its exact bits: −0.0 and +0.0, or two NaNs,
+    /// are the same value but not the same bits). The result is `choose`'s, in every lane, and a step costs
+    /// a shuffle and one instruction per pass instead of three shuffles and `choose`'s NaN and index tests on
+    /// the critical path.
+    #[inline(always)]
+    unsafe fn warp_reduce(v: Indexed<T>, width: u32, mask: u32) -> Indexed<T> {
+        if width == 1 {
+            return v;
+        }
+        let mut best = v.value;
+        let mut offset = width >> 1;
+        while offset > 0 {
+            // SAFETY: the caller's convergence contract (every lane of `mask`, same `width`).
+            best = T::pick::<D>(best, unsafe { shfl_xor(best, offset, width, mask) });
+            offset >>= 1;
+        }
+        // Lanes holding the identity carry index u64::MAX, so they lose to any real element of equal value.
+        let mut index = if v.value.same(best) { v.index } else { u64::MAX };
+        offset = width >> 1;
+        while offset > 0 {
+            // SAFETY: as above.
+            index = index.min(unsafe { shfl_xor(index, offset, width, mask) });
+            offset >>= 1;
+        }
+        // Real indices are unique, so one lane of the segment holds `index` (all do when it is the
+        // identity's, and then any of them has the worst value).
+        // SAFETY: as above.
+        let holders = unsafe { warp::ballot(mask, v.index == index) };
+        let first_lane = arch::lane_id() & !(width - 1);
+        let ours = (holders >> first_lane) & (u32::MAX >> (32 - width));
+        // SAFETY: as above; the source lane lies in this segment (`ours` has a bit set: this lane's own or
+        // the holder's).
+        let value = unsafe { shfl_idx(v.value, ours.trailing_zeros(), width, mask) };
+        Indexed { value, index }
     }
 }

@@ -109,7 +109,18 @@ pub unsafe fn sync_warp(mask: u32) {
 /// # Safety
 /// Every lane in `mask` must call this converged with the same `width`; `mask` must cover whole segments.
 #[inline(always)]
-pub unsafe fn reduce<Op: ReduceOp>(mut v: Op::Acc, width: u32, mask: u32) -> Op::Acc {
+pub unsafe fn reduce<Op: ReduceOp>(v: Op::Acc, width: u32, mask: u32) -> Op::Acc {
+    // SAFETY: forwarded to the caller.
+    unsafe { Op::warp_reduce(v, width, mask) }
+}
+
+/// [`reduce`]'s default: a fixed `shfl_down` tree of whole accumulators, the result in the first lane of
+/// each segment.
+///
+/// # Safety
+/// As [`reduce`].
+#[inline(always)]
+pub unsafe fn tree_reduce<Op: ReduceOp>(mut v: Op::Acc, width: u32, mask: u32) -> Op::Acc {
     let mut offset = width >> 1;
     while offset > 0 {
         // SAFETY: forwarded to the caller.

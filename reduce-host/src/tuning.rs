@@ -43,7 +43,7 @@ const TABLE: &[(u32, Policy)] = &[
     ),
 ];
 
-/// Inputs of at most this many bytes are reduced by one block of [`SINGLE_BLOCK_THREADS`] in one launch,
+/// Inputs of at most this many bytes are reduced by one block (of [`single_block_threads`]) in one launch,
 /// whatever the combine strategy: one trip of four 16-byte loads per thread covers them, and a multi-block
 /// grid would add a round of partials (a second launch, or a fence and a ticket) to microseconds of work.
 pub const SINGLE_BLOCK_BYTES: u64 = 64 * 1024;
@@ -51,8 +51,23 @@ pub const SINGLE_BLOCK_BYTES: u64 = 64 * 1024;
 /// [`Combine::Auto`](crate::Combine::Auto) uses `TwoPass` up to this many input bytes, `LastBlock` above.
 pub const AUTO_TWO_PASS_BYTES: u64 = 4 << 20;
 
-/// Threads of the single-block path (fewer when a kernel's registers allow fewer).
+/// Most threads of the single-block path (fewer when a kernel's registers allow fewer).
 pub const SINGLE_BLOCK_THREADS: u32 = 1024;
+
+/// Threads of the single-block path for `bytes` of input. Sums, maxima and minima take one trip of
+/// `UNROLL` 16-byte loads per thread, between 256 and 1024 threads: a smaller block spends less on its
+/// block reduction, which is what these sizes wait for. Measured on the H200 (graphs of 100, f32 sum, µs per
+/// call for 256 / 512 / 1024 threads): 2^10 1.38 / 1.44 / 1.61, 2^12 1.67 / 2.01 / 1.87, 2^13
+/// 2.16 / 1.83 / 2.28, 2^14 3.24 / 2.34 / 2.14 (`docs/PERFORMANCE.md`). Argmax and argmin keep 1024: each
+/// element costs them more, and fewer elements per thread won there (2^12: 3.49 / 3.53 / 3.18).
+pub(crate) fn single_block_threads(bytes: u64, indexed: bool) -> u32 {
+    if indexed {
+        return SINGLE_BLOCK_THREADS;
+    }
+    (bytes / (LOAD_BYTES * UNROLL))
+        .next_power_of_two()
+        .clamp(256, SINGLE_BLOCK_THREADS as u64) as u32
+}
 
 /// Threads per block of the histogram kernels, on every arch. A block's 32 private copies of 256 bins take
 /// 32 KiB of shared memory, so blocks of 256 threads would fill only 7/8 of an H200 SM's threads; 512-thread

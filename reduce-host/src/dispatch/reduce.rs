@@ -122,7 +122,8 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         if grid == 1 || single_block {
             // One block reduces everything and writes the result: one launch, no partials.
             let threads = if single_block {
-                tuning::SINGLE_BLOCK_THREADS
+                let indexed = matches!(op, Op::ArgMax | Op::ArgMin);
+                tuning::single_block_threads(n * size as u64, indexed)
             } else {
                 policy.threads
             };

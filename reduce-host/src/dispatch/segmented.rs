@@ -22,6 +22,9 @@ const TILE_CHUNKS: u64 = 64;
 /// Segments up to this many chunks get one warp; longer ones a block.
 const WARP_CHUNKS: u64 = 2048;
 
+/// Most blocks per SM of a tile launch (see its launch below).
+const TILE_BLOCKS_PER_SM: u64 = 32;
+
 /// Most blocks a launch asks for: the kernels stride over segments (and pieces) past the grid.
 const MAX_GRID: u64 = 1 << 20;
 
@@ -235,10 +238,14 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         }
         match plan {
             Plan::Tile { width } => {
-                let (k, s) = shape(
-                    SegmentedKernel::Tile,
-                    count.div_ceil(per_block / width as u64),
-                )?;
+                // At most TILE_BLOCKS_PER_SM blocks per SM (four resident waves), each thread then striding
+                // over segments: measured on the H200 at 2^22 rows of 4 f32, a grid of one block per 256
+                // segments (16384) took 27.3 µs a sum, grids of 1056 / 2112 / 4224 blocks 26.8 / 25.4 /
+                // 24.6 µs; 2^20 × 8 (4096 blocks) is unchanged (docs/PERFORMANCE.md).
+                let blocks = count
+                    .div_ceil(per_block / width as u64)
+                    .min(gpu.info().sm_count as u64 * TILE_BLOCKS_PER_SM);
+                let (k, s) = shape(SegmentedKernel::Tile, blocks)?;
                 launch(gpu, k, s, stream, params)
             }
             Plan::Block => {

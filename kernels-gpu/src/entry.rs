@@ -118,7 +118,7 @@ macro_rules! segmented_kernels {
 }
 
 /// Exports the reproducible sum's kernels of each float type: `repro_chunks_<type>` and
-/// `repro_combine_<type>`.
+/// `repro_combine_<type>`, and the per-segment `repro_segment_warp_<type>` and `repro_segment_block_<type>`.
 macro_rules! repro_kernels {
     ($($ty:ident),* $(,)?) => {$(
         mod ${concat(sum_, $ty)} {
@@ -141,6 +141,22 @@ macro_rules! repro_kernels {
             pub unsafe extern "ptx-kernel" fn combine(p: Params) {
                 // SAFETY: the host passes valid buffers and the shared memory (launch contract).
                 unsafe { crate::reproducible::combine::<E>(p.partials, p.count, p.out) }
+            }
+
+            /// # Safety
+            /// See [`crate::reproducible::segments_warp`].
+            #[unsafe(export_name = kernel_name!(repro segment_warp $ty))]
+            pub unsafe extern "ptx-kernel" fn segment_warp(p: crate::reproducible::SegmentParams<E>) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::reproducible::segments_warp::<E>(p) }
+            }
+
+            /// # Safety
+            /// See [`crate::reproducible::segments_block`].
+            #[unsafe(export_name = kernel_name!(repro segment_block $ty))]
+            pub unsafe extern "ptx-kernel" fn segment_block(p: crate::reproducible::SegmentParams<E>) {
+                // SAFETY: the host passes valid buffers and the shared memory (launch contract).
+                unsafe { crate::reproducible::segments_block::<E>(p) }
             }
         }
     )*};

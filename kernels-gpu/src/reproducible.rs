@@ -17,6 +17,8 @@ use reduce_contract::reproducible::{
 };
 
 use crate::arch::{self, load_nc};
+use crate::segmented::segment;
+use reduce_contract::params::SegmentedParams;
 use crate::half::{BF16, F16};
 use crate::shuffle::{Shuffle, shfl_down};
 use crate::warp::FULL_MASK;
@@ -136,69 +138,80 @@ pub unsafe fn chunks<E: ReproElement>(input: *const E, n: u64, partials: *mut E:
         assert!(CHUNK_ROUNDS.is_multiple_of(E::BATCH) && E::BATCH * PER_THREAD <= MAX_IN_FLIGHT);
         assert!(E::BATCH * CHUNK_LANES * size_of::<E>() == BATCH_BYTES);
     };
-    let lane = arch::lane_id() as usize;
     let warps = arch::grid_threads() / 32;
     let count = n.div_ceil(CHUNK);
     // Warp-uniform: `blockDim.x % 32 == 0`, so the 32 lanes of a warp share `global_thread_idx / 32`.
     let mut c = arch::global_thread_idx() / 32;
     while c < count {
         let first = c * CHUNK;
-        // SAFETY: first < n, so the chunk starts inside the input.
-        let base = unsafe { input.add(first as usize) };
-        let len = (n - first).min(CHUNK) as usize;
-        let mut acc = [E::Acc::ZERO; PER_THREAD];
-        if len == CHUNK as usize {
-            let mut r = 0;
-            while r < CHUNK_ROUNDS {
-                if prefetch && r + E::BATCH < CHUNK_ROUNDS {
-                    // SAFETY: the next batch lies inside this full chunk, and lane · 128 < BATCH_BYTES.
-                    unsafe {
-                        let next = base.add((r + E::BATCH) * CHUNK_LANES) as *const u8;
-                        arch::prefetch_l2(next.add(lane * 128));
-                    }
-                }
-                // All of a batch's loads first, then its additions in round order.
-                // 64 slots, as `each_index!` spells indices up to 63; only the first `8 · BATCH` are used.
-                let mut x = [const { MaybeUninit::<E>::uninit() }; 64];
-                each_index!(I < E::BATCH * PER_THREAD, {
-                    let i = (r + I / PER_THREAD) * CHUNK_LANES + 32 * (I % PER_THREAD) + lane;
-                    // SAFETY: i < CHUNK_ROUNDS · CHUNK_LANES = CHUNK = len.
-                    x[I].write(unsafe { E::load(base.add(i)) });
-                });
-                each_index!(I < E::BATCH * PER_THREAD, {
-                    // SAFETY: written just above.
-                    let v = unsafe { x[I].assume_init() };
-                    acc[I % PER_THREAD] = acc[I % PER_THREAD].add(v.widen());
-                });
-                r += E::BATCH;
-            }
-        } else {
-            // The short last chunk: elements past its end are skipped, not added as zeros.
-            for r in 0..CHUNK_ROUNDS {
-                unroll!(K in [0, 1, 2, 3, 4, 5, 6, 7] {
-                    let i = r * CHUNK_LANES + 32 * K + lane;
-                    if i < len {
-                        // SAFETY: i < len.
-                        acc[K] = acc[K].add(unsafe { E::load(base.add(i)) }.widen());
-                    }
-                });
-            }
-        }
-        // The tree's levels 128, 64, 32 are inside the thread (virtual lane l + 32k meets l + 32(k + w/32)).
-        unroll!(K in [0, 1, 2, 3] { acc[K] = acc[K].merge(acc[K + 4]); });
-        unroll!(K in [0, 1] { acc[K] = acc[K].merge(acc[K + 2]); });
-        let mut a = acc[0].merge(acc[1]);
-        // Levels 16 … 1 across lanes: lane l (< w) merges lane l + w's value.
-        unroll!(W in [16, 8, 4, 2, 1] {
-            // SAFETY: the whole warp is here, converged (the chunk loop is warp-uniform).
-            a = a.merge(unsafe { shfl_down(a, W as u32, 32, FULL_MASK) });
-        });
-        if lane == 0 {
+        // SAFETY: first < n, so the chunk starts inside the input, and `len` elements of it are valid.
+        let a = unsafe {
+            chunk_partial::<E>(input.add(first as usize), (n - first).min(CHUNK) as usize, prefetch)
+        };
+        if arch::lane_id() == 0 {
             // SAFETY: c < count.
             unsafe { partials.add(c as usize).write(a) };
         }
         c += warps;
     }
+}
+
+/// The partial of one chunk of `len <= CHUNK` elements at `base`, summed by the calling warp: step 2 of the
+/// algorithm. Valid in lane 0.
+///
+/// # Safety
+/// `base` valid for `len` reads and unmodified during the kernel; the whole warp calls it, converged.
+#[inline(always)]
+unsafe fn chunk_partial<E: ReproElement>(base: *const E, len: usize, prefetch: bool) -> E::Acc {
+    let lane = arch::lane_id() as usize;
+    let mut acc = [E::Acc::ZERO; PER_THREAD];
+    if len == CHUNK as usize {
+        let mut r = 0;
+        while r < CHUNK_ROUNDS {
+            if prefetch && r + E::BATCH < CHUNK_ROUNDS {
+                // SAFETY: the next batch lies inside this full chunk, and lane · 128 < BATCH_BYTES.
+                unsafe {
+                    let next = base.add((r + E::BATCH) * CHUNK_LANES) as *const u8;
+                    arch::prefetch_l2(next.add(lane * 128));
+                }
+            }
+            // All of a batch's loads first, then its additions in round order.
+            // 64 slots, as `each_index!` spells indices up to 63; only the first `8 · BATCH` are used.
+            let mut x = [const { MaybeUninit::<E>::uninit() }; 64];
+            each_index!(I < E::BATCH * PER_THREAD, {
+                let i = (r + I / PER_THREAD) * CHUNK_LANES + 32 * (I % PER_THREAD) + lane;
+                // SAFETY: i < CHUNK_ROUNDS · CHUNK_LANES = CHUNK = len.
+                x[I].write(unsafe { E::load(base.add(i)) });
+            });
+            each_index!(I < E::BATCH * PER_THREAD, {
+                // SAFETY: written just above.
+                let v = unsafe { x[I].assume_init() };
+                acc[I % PER_THREAD] = acc[I % PER_THREAD].add(v.widen());
+            });
+            r += E::BATCH;
+        }
+    } else {
+        // The short last chunk: elements past its end are skipped, not added as zeros.
+        for r in 0..CHUNK_ROUNDS {
+            unroll!(K in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let i = r * CHUNK_LANES + 32 * K + lane;
+                if i < len {
+                    // SAFETY: i < len.
+                    acc[K] = acc[K].add(unsafe { E::load(base.add(i)) }.widen());
+                }
+            });
+        }
+    }
+    // The tree's levels 128, 64, 32 are inside the thread (virtual lane l + 32k meets l + 32(k + w/32)).
+    unroll!(K in [0, 1, 2, 3] { acc[K] = acc[K].merge(acc[K + 4]); });
+    unroll!(K in [0, 1] { acc[K] = acc[K].merge(acc[K + 2]); });
+    let mut a = acc[0].merge(acc[1]);
+    // Levels 16 … 1 across lanes: lane l (< w) merges lane l + w's value.
+    unroll!(W in [16, 8, 4, 2, 1] {
+        // SAFETY: the whole warp is here, converged (the chunk loop is warp-uniform).
+        a = a.merge(unsafe { shfl_down(a, W as u32, 32, FULL_MASK) });
+    });
+    a
 }
 
 /// Second kernel, one block of any size (a multiple of 32): combines `partials[0..count]` in the fixed
@@ -241,6 +254,24 @@ pub unsafe fn combine<E: ReproElement>(partials: *const E::Acc, count: u64, out:
         unsafe { slots.add(v).write(a) };
         v += threads;
     }
+    // SAFETY: every thread of the block is here with the slots filled by this thread's own writes.
+    let r = unsafe { combine_tree::<E>(slots) };
+    if t == 0 {
+        // SAFETY: `out` is valid.
+        unsafe { out.write(E::finish(r)) };
+    }
+}
+
+/// Step 3's tree over the [`COMBINE_LANES`] slots in shared memory: for `w = 512, …, 1`, slot `v < w`
+/// merges slot `v + w`, a barrier before each level. Returns slot 0 in thread 0 (`ZERO` in the others, which must not read the slots before a barrier).
+///
+/// # Safety
+/// Every thread of the block calls it; the slots hold the combine lanes, each written by the thread that
+/// will read it at the first level (`v ≡ thread_idx mod blockDim`) or ordered by an earlier barrier.
+#[inline(always)]
+unsafe fn combine_tree<E: ReproElement>(slots: *mut E::Acc) -> E::Acc {
+    let t = arch::thread_idx() as usize;
+    let threads = arch::block_dim() as usize;
     let mut w = COMBINE_LANES / 2;
     while w >= 1 {
         // SAFETY: every thread reaches each barrier (the loop is uniform); it orders the previous level's
@@ -255,7 +286,99 @@ pub unsafe fn combine<E: ReproElement>(partials: *const E::Acc, count: u64, out:
         w /= 2;
     }
     if t == 0 {
-        // SAFETY: thread 0 wrote slot 0 at the last level itself; `out` is valid.
-        unsafe { out.write(E::finish(slots.read())) };
+        // SAFETY: thread 0 wrote slot 0 at the last level itself.
+        unsafe { slots.read() }
+    } else {
+        E::Acc::ZERO
+    }
+}
+
+/// The parameters of the per-segment kernels: the segmented family's, with one result per segment.
+pub type SegmentParams<E> = SegmentedParams<E, <E as ReproElement>::Out>;
+
+/// Per-segment reproducible sums, a **warp** per segment, for segments of at most one chunk: the chunk's
+/// partial, then the combine as it goes for a single partial (slot 0 is `ZERO.merge(partial)`, every other
+/// slot `ZERO`, and slot 0 merges one of them at each of the tree's ten levels), so each result has the
+/// bits of [`combine`] over that one partial.
+///
+/// # Safety
+/// The segmented launch contract (see [`crate::segmented::segment`]); every segment at most [`CHUNK`]
+/// elements (rows: the host checks); whole warps.
+#[inline(always)]
+pub unsafe fn segments_warp<E: ReproElement>(p: SegmentParams<E>) {
+    let warps = arch::grid_threads() / 32;
+    let mut s = arch::global_thread_idx() / 32;
+    // Warp-uniform: every lane of a warp has the same `s`.
+    while s < p.count {
+        // SAFETY: s < count; the launch contract makes the segment valid for reads.
+        let seg = unsafe { segment(&p, s) };
+        // SAFETY: the segment holds `len <= CHUNK` valid elements; the whole warp is here.
+        let partial = unsafe { chunk_partial::<E>(seg.start, seg.len.min(CHUNK) as usize, false) };
+        if arch::lane_id() == 0 {
+            let mut a = E::Acc::ZERO.merge(partial);
+            let mut w = COMBINE_LANES / 2;
+            while w >= 1 {
+                a = a.merge(E::Acc::ZERO);
+                w /= 2;
+            }
+            // SAFETY: s < count results.
+            unsafe { p.out.add(s as usize).write(E::finish(a)) };
+        }
+        s += warps;
+    }
+}
+
+/// Per-segment reproducible sums, a **block** per segment, any length: warp `w` of `W` (`W` divides
+/// [`COMBINE_LANES`]) sums chunks `w, w + W, …` of the segment in order and merges each partial into combine
+/// slot `chunk mod COMBINE_LANES` in shared memory; so slot `v` merges partials `v, v + 1024, …` in order,
+/// all in one warp, as step 3 has it. Then [`combine_tree`].
+///
+/// # Safety
+/// The segmented launch contract (see [`crate::segmented::segment`]); `blockDim.x` a power of two from 32
+/// to 1024, with `COMBINE_SHARED_BYTES` of dynamic shared memory.
+#[inline(always)]
+pub unsafe fn segments_block<E: ReproElement>(p: SegmentParams<E>) {
+    let t = arch::thread_idx() as usize;
+    let threads = arch::block_dim() as usize;
+    let (warp, warps) = ((t / 32) as u64, (threads / 32) as u64);
+    // SAFETY: the launch provides COMBINE_LANES slots of up to 16 bytes.
+    let slots = unsafe { arch::shared::<E::Acc>() };
+    let mut s = arch::block_idx() as u64;
+    while s < p.count {
+        // SAFETY: s < count; the launch contract makes the segment valid for reads.
+        let seg = unsafe { segment(&p, s) };
+        let mut v = t;
+        while v < COMBINE_LANES {
+            // SAFETY: v < COMBINE_LANES.
+            unsafe { slots.add(v).write(E::Acc::ZERO) };
+            v += threads;
+        }
+        // SAFETY: every thread reaches it; the zeros are written before any merge below.
+        unsafe { arch::sync_threads() };
+        let chunks = seg.len.div_ceil(CHUNK);
+        let mut c = warp;
+        while c < chunks {
+            let first = c * CHUNK;
+            // SAFETY: first < len; the chunk's elements lie in the segment; the whole warp is here (the
+            // loop is warp-uniform).
+            let partial = unsafe {
+                chunk_partial::<E>(seg.start.add(first as usize), (seg.len - first).min(CHUNK) as usize, false)
+            };
+            if arch::lane_id() == 0 {
+                let slot = (c % COMBINE_LANES as u64) as usize;
+                // SAFETY: slot < COMBINE_LANES; only this warp touches it (c ≡ warp mod W, W | 1024).
+                unsafe { slots.add(slot).write(slots.add(slot).read().merge(partial)) };
+            }
+            c += warps;
+        }
+        // SAFETY: every thread of the block is here; the tree's first barrier orders the merges above.
+        let r = unsafe { combine_tree::<E>(slots) };
+        if t == 0 {
+            // SAFETY: s < count results.
+            unsafe { p.out.add(s as usize).write(E::finish(r)) };
+        }
+        // SAFETY: every thread reaches it; the next segment's zeros wait for thread 0's read of slot 0.
+        unsafe { arch::sync_threads() };
+        s += arch::grid_dim() as u64;
     }
 }

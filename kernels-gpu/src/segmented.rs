@@ -27,9 +27,9 @@ const TRIP_CHUNKS: usize = 2;
 
 /// One segment: the address of its first element and its length.
 #[derive(Clone, Copy)]
-struct Segment<T> {
-    start: *const T,
-    len: u64,
+pub(crate) struct Segment<T> {
+    pub start: *const T,
+    pub len: u64,
 }
 
 /// The parameters of an operator's kernels.
@@ -42,7 +42,7 @@ pub type Params<Op> = SegmentedParams<<Op as ReduceOp>::In, <Op as ReduceOp>::Ac
 /// `s < p.count`; for rows, the host has checked that every row lies in the input; for offsets, `begin`
 /// and `end` are valid for `count` reads and `error` for a write.
 #[inline(always)]
-unsafe fn segment<In, Acc>(p: &SegmentedParams<In, Acc>, s: u64) -> Segment<In> {
+pub(crate) unsafe fn segment<In, Acc>(p: &SegmentedParams<In, Acc>, s: u64) -> Segment<In> {
     let (first, len) = if p.begin.is_null() {
         (s * p.stride, p.len)
     } else {

@@ -225,6 +225,9 @@ pub enum Module {
     /// The reproducible sum of a float element (f32, f64, f16 or bf16): `chunks`, `combine`
     /// ([`ReproKernel`] order).
     ReproSum(Elem),
+    /// Per-segment reproducible sums of a float element: `segment_warp`, `segment_block`
+    /// ([`ReproSegmentsKernel`] order); they take [`crate::params::SegmentedParams`].
+    ReproSegments(Elem),
 }
 
 const OPS: usize = 5;
@@ -240,10 +243,11 @@ const SEGMENTED_BASE: usize = TESTING_INDEX + 1;
 const SOFTMAX_BASE: usize = SEGMENTED_BASE + OPS * ELEMS;
 const REPRO_BASE: usize = SOFTMAX_BASE + 3;
 const REPRO_ELEMS: usize = 4;
+const REPRO_SEGMENTS_BASE: usize = REPRO_BASE + REPRO_ELEMS;
 
 impl Module {
     /// How many modules there are: [`index`](Self::index) is below this.
-    pub const COUNT: usize = REPRO_BASE + REPRO_ELEMS;
+    pub const COUNT: usize = REPRO_SEGMENTS_BASE + REPRO_ELEMS;
 
     /// A dense index in `0..COUNT`, the module's position in [`modules`].
     pub const fn index(self) -> usize {
@@ -258,6 +262,7 @@ impl Module {
             Module::Segmented(op, elem) => SEGMENTED_BASE + elem as usize * OPS + op as usize,
             Module::Softmax(sample) => SOFTMAX_BASE + sample as usize,
             Module::ReproSum(elem) => REPRO_BASE + elem as usize,
+            Module::ReproSegments(elem) => REPRO_SEGMENTS_BASE + elem as usize,
         }
     }
 
@@ -275,6 +280,7 @@ impl Module {
             Module::Segmented(..) => &SEGMENTED[i - SEGMENTED_BASE],
             Module::Softmax(..) => &SOFTMAX[i - SOFTMAX_BASE],
             Module::ReproSum(..) => &REPRO[i - REPRO_BASE],
+            Module::ReproSegments(..) => &REPRO_SEGMENTS[i - REPRO_SEGMENTS_BASE],
         }
     }
 
@@ -306,6 +312,7 @@ pub fn modules() -> impl Iterator<Item = &'static ModuleSpec> {
         .chain(&SEGMENTED)
         .chain(&SOFTMAX)
         .chain(&REPRO)
+        .chain(&REPRO_SEGMENTS)
 }
 
 /// A kernel: its module and its position there.
@@ -351,6 +358,16 @@ pub enum ReproKernel {
     Chunks,
     /// One block combining `count` partials into `out`.
     Combine,
+}
+
+/// The kernels of a per-segment reproducible-sum module, in slot order. Both give every segment the bits of
+/// the reproducible sum of its elements; which one runs changes only the speed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReproSegmentsKernel {
+    /// A warp per segment of at most one chunk.
+    Warp,
+    /// A block per segment, any length.
+    Block,
 }
 
 /// The kernels of a histogram module, in slot order.
@@ -404,6 +421,14 @@ impl Kernel {
     pub const fn repro(elem: Elem, kernel: ReproKernel) -> Kernel {
         Kernel {
             module: Module::ReproSum(elem),
+            slot: kernel as u8,
+        }
+    }
+
+    /// A per-segment reproducible-sum kernel; `elem` must be a float (f32, f64, f16, bf16).
+    pub const fn repro_segments(elem: Elem, kernel: ReproSegmentsKernel) -> Kernel {
+        Kernel {
+            module: Module::ReproSegments(elem),
             slot: kernel as u8,
         }
     }
@@ -672,6 +697,17 @@ macro_rules! repro_table {
 }
 repro_elems!(repro_table);
 
+macro_rules! repro_segments_table {
+    ($($ty:ident),* $(,)?) => {
+        static REPRO_SEGMENTS: [ModuleSpec; REPRO_ELEMS] = [$(ModuleSpec {
+            module: Module::ReproSegments(elem!($ty)),
+            name: concat!("repro_segments_", stringify!($ty)),
+            kernels: &[name!(repro segment_warp $ty), name!(repro segment_block $ty)],
+        }),*];
+    };
+}
+repro_elems!(repro_segments_table);
+
 /// The modules that are not one of a family's many: bytes, flagged, seed, testing.
 static SINGLES: [ModuleSpec; 4] = [
     ModuleSpec {
@@ -747,6 +783,7 @@ const _: () = {
             + SEGMENTED.len()
             + SOFTMAX.len()
             + REPRO.len()
+            + REPRO_SEGMENTS.len()
             == Module::COUNT
     );
 };

@@ -5,6 +5,7 @@ use cust::memory::DeviceCopy;
 use cust::stream::Stream;
 use reduce_contract::{Module, Op, Sample};
 
+use crate::determinism::Determinism;
 use crate::dispatch::Span;
 use crate::dispatch::segmented::{self, Layout, Scratch};
 use crate::driver;
@@ -232,6 +233,7 @@ softmax_elements!(f32 => F32, F16 => F16, BF16 => BF16);
 /// Async calls on different streams share the scratch safely, as [`DeviceReduce`](crate::DeviceReduce)'s
 /// do, with the same caveat for CUDA graphs.
 pub struct DeviceSegmentedReduce {
+    determinism: Determinism,
     scratch: InContext<Scratch>,
     stream: InContext<Stream>,
     // Declared last: the context outlives the buffers and stream above.
@@ -247,15 +249,54 @@ impl DeviceSegmentedReduce {
         let _current = gpu.make_current()?;
         let stream = gpu.handle_stream()?;
         Ok(DeviceSegmentedReduce {
+            determinism: Determinism::default(),
             scratch: InContext::new(gpu, Scratch::new()?),
             stream,
             gpu: gpu.clone(),
         })
     }
 
+    /// The bit-reproducibility of float sums ([`Determinism::RunToRun`] unless set).
+    pub fn determinism(&self) -> Determinism {
+        self.determinism
+    }
+
+    /// Chooses the bit-reproducibility of the following float segment sums (`sum` and `sum_async`).
+    /// With [`Determinism::GpuToGpu`] each segment's sum has the bits that
+    /// [`DeviceReduce::sum`](crate::DeviceReduce::sum) under `GpuToGpu`, and
+    /// [`cpu::sum_reproducible`](crate::cpu::sum_reproducible), give its elements: the same on every GPU,
+    /// for every layout, offset and alignment, with the error bound documented there. Rows of at most 8192
+    /// elements take a warp each, other segments a block each (so a few very long segments run on a few
+    /// SMs: sum those with `DeviceReduce`, which gives the same bits).
+    ///
+    /// ```no_run
+    /// use reduce_host::cust::memory::DeviceBuffer;
+    /// use reduce_host::{Determinism, DeviceSegmentedReduce, Segments};
+    ///
+    /// let mut seg = DeviceSegmentedReduce::new()?;
+    /// seg.set_determinism(Determinism::GpuToGpu);
+    /// let x = DeviceBuffer::from_slice(&[0.1f32; 3000])?;
+    /// let mut sums = DeviceBuffer::from_slice(&[0.0f32; 3])?;
+    /// seg.sum(&x, Segments::fixed(3, 1000), &mut sums)?; // the same bits on any GPU
+    /// # Ok::<(), reduce_host::Error>(())
+    /// ```
+    pub fn set_determinism(&mut self, determinism: Determinism) {
+        self.determinism = determinism;
+    }
+
+    /// The module of a sum of `T`: the reproducible kernels for float sums under `GpuToGpu`.
+    fn sum_module<T: SumElement>(&self) -> Module {
+        if self.determinism.reproducible_sum(T::ELEM) {
+            Module::ReproSegments(T::ELEM)
+        } else {
+            Module::Segmented(Op::Sum, T::ELEM)
+        }
+    }
+
     /// Writes the sum of each segment to `out[s]` and waits. Sums accumulate as
     /// [`DeviceReduce::sum`](crate::DeviceReduce::sum)'s: f16/bf16 in f32, integers in 64 bits (wrapping).
-    /// An empty segment sums to 0.
+    /// An empty segment sums to 0. See [`set_determinism`](Self::set_determinism) for sums with the same
+    /// bits on every GPU.
     pub fn sum<'a, 'b, T: SumElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,
@@ -263,7 +304,7 @@ impl DeviceSegmentedReduce {
         out: impl Into<DeviceViewMut<'b, T::Acc>>,
     ) -> Result<()> {
         self.run(
-            Module::Segmented(Op::Sum, T::ELEM),
+            self.sum_module::<T>(),
             input.into(),
             segments,
             out.into(),
@@ -371,7 +412,7 @@ impl DeviceSegmentedReduce {
         out: impl Into<DeviceViewMut<'b, T::Acc>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let module = Module::Segmented(Op::Sum, T::ELEM);
+        let module = self.sum_module::<T>();
         self.run(
             module,
             input.into(),

@@ -10,7 +10,12 @@ use rand::Rng;
 use rand::rngs::SmallRng;
 use reduce_contract::reproducible::CHUNK;
 use reduce_host::cpu::{self, ReproSum};
-use reduce_host::{BF16, Determinism, DeviceReduce, DeviceView, F16, Policy, SumElement};
+use std::ops::Range;
+
+use reduce_host::{
+    BF16, Determinism, DeviceReduce, DeviceSegmentedReduce, DeviceView, F16, Policy, Segments,
+    SumElement,
+};
 
 const C: usize = CHUNK as usize;
 
@@ -297,4 +302,110 @@ fn property_any_input_shape_and_offset_gives_the_cpu_bits() {
     property::<f64>();
     property::<F16>();
     property::<BF16>();
+}
+
+/// Per-segment reproducible sums give every segment the CPU algorithm's bits for its elements, with both
+/// kernels: rows of at most one chunk (a warp each) and everything else (a block each) — rows with a
+/// stride, fixed-size segments, and offsets with empty, overlapping and unaligned segments; the longest row
+/// has more than 1024 chunks, so combine lanes merge a second partial.
+fn segmented_matches_cpu<T: Repro>() {
+    let mut seg = DeviceSegmentedReduce::new().unwrap();
+    seg.set_determinism(Determinism::GpuToGpu);
+    let what = std::any::type_name::<T>();
+    let check = |host: &[T], ranges: &[Range<usize>], got: &DeviceBuffer<T::Out>, case: &str| {
+        let mut v = vec![T::Out::default(); ranges.len()];
+        got.copy_to(&mut v[..]).unwrap();
+        for (s, r) in ranges.iter().enumerate() {
+            let want = cpu::sum_reproducible(&host[r.clone()]);
+            assert_eq!(
+                T::bits(v[s]),
+                T::bits(want),
+                "{what} {case} segment {s} ({r:?}): gpu {:?} cpu {want:?}",
+                v[s]
+            );
+        }
+    };
+    let rows_cases = [
+        (4, 0, 2),
+        (7, 1, 3),
+        (33, 100, 101),
+        (9, C, C),
+        (5, C + 1, C + 3),
+        (3, 3 * C + 5, 3 * C + 5),
+        (1, 1024 * C + 77, 1024 * C + 77),
+    ];
+    for (i, &(rows, cols, stride)) in rows_cases.iter().enumerate() {
+        let n = (rows - 1) * stride + cols;
+        if n > max_n() {
+            continue;
+        }
+        for which in [0, 1, 3] {
+            let host = pattern::<T>(n, which, (i * 10 + which as usize) as u64);
+            let buf = DeviceBuffer::from_slice(&host).unwrap();
+            let out = DeviceBuffer::from_slice(&vec![T::Out::default(); rows]).unwrap();
+            let ranges: Vec<Range<usize>> =
+                (0..rows).map(|r| r * stride..r * stride + cols).collect();
+            let mut out = out;
+            seg.sum(&buf, Segments::rows(rows, cols, stride), &mut out)
+                .unwrap();
+            check(
+                &host,
+                &ranges,
+                &out,
+                &format!("rows {rows}x{cols}/{stride} pattern {which}"),
+            );
+            if stride == cols {
+                seg.sum(&buf, Segments::fixed(rows, cols), &mut out)
+                    .unwrap();
+                check(
+                    &host,
+                    &ranges,
+                    &out,
+                    &format!("fixed {rows}x{cols} pattern {which}"),
+                );
+            }
+        }
+    }
+    // Offsets: empty, one element, unaligned starts, overlapping, a short and several full chunks.
+    let n = (4 * C + 40).min(max_n());
+    let host = pattern::<T>(n, 2, 5);
+    let buf = DeviceBuffer::from_slice(&host).unwrap();
+    let ranges: Vec<Range<usize>> = [
+        (0, 0),
+        (1, 2),
+        (3, 3 + 2 * C + 17),
+        (5, 5 + C - 1),
+        (7, 7 + 3 * C),
+        (2, 2 + C),
+    ]
+    .into_iter()
+    .map(|(b, e)| b.min(n)..e.min(n))
+    .collect();
+    let begin: Vec<u64> = ranges.iter().map(|r| r.start as u64).collect();
+    let end: Vec<u64> = ranges.iter().map(|r| r.end as u64).collect();
+    let (begin, end) = (
+        DeviceBuffer::from_slice(&begin).unwrap(),
+        DeviceBuffer::from_slice(&end).unwrap(),
+    );
+    let mut out = DeviceBuffer::from_slice(&vec![T::Out::default(); ranges.len()]).unwrap();
+    seg.sum(&buf, Segments::offsets(&begin, &end), &mut out)
+        .unwrap();
+    check(&host, &ranges, &out, "offsets");
+}
+
+/// `#[test] fn <name>() { segmented_matches_cpu::<T>() }` for each listed type.
+macro_rules! segmented_bits_equal_the_cpu_algorithm {
+    ($($name:ident: $t:ty;)*) => {$(
+        #[test]
+        #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+        fn $name() {
+            segmented_matches_cpu::<$t>();
+        }
+    )*};
+}
+segmented_bits_equal_the_cpu_algorithm! {
+    f32_segmented_bits_equal_the_cpu_algorithm: f32;
+    f64_segmented_bits_equal_the_cpu_algorithm: f64;
+    f16_segmented_bits_equal_the_cpu_algorithm: F16;
+    bf16_segmented_bits_equal_the_cpu_algorithm: BF16;
 }

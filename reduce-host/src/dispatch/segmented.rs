@@ -1,20 +1,21 @@
 //! Per-segment reductions: the kernel a segment length gets, the partials of split segments, and the
-//! launches.
-use crate::stream::StreamRef;
+//! launches; also the launches of per-segment reproducible sums.
 use cust::memory::DeviceBuffer;
-use reduce_contract::kernels::SegmentedKernel;
+use reduce_contract::kernels::{ReproSegmentsKernel, SegmentedKernel};
 use reduce_contract::layout::{
     LOAD_BYTES, PIECE_CHUNKS, SEGMENTED_THREADS, SMEM_BYTES, SPLIT_ABOVE_CHUNKS,
 };
 use reduce_contract::params::SegmentedParams;
+use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES};
 use reduce_contract::{Kernel, Module};
 
-use super::{Span, launch};
+use super::{Span, launch, resident};
 use crate::driver::{self, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
 use crate::pinned::Pinned;
+use crate::stream::StreamRef;
 
 /// Segments up to this many 16-byte chunks get a group of lanes narrower than a warp (two chunks a lane).
 const TILE_CHUNKS: u64 = 64;
@@ -154,6 +155,10 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     if count == 0 {
         return Ok(());
     }
+    if let Module::ReproSegments(_) = module {
+        // SAFETY: forwarded to the caller.
+        return unsafe { enqueue_reproducible(gpu, scratch, module, input, layout, out, stream) };
+    }
     let size = size_of::<T>();
     let (plan, len, stride, begin, end) = match layout {
         Layout::Rows { len, stride, .. } => (
@@ -259,6 +264,87 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 launch(gpu, k, s, stream, params)
             }
         }
+    })();
+    // Record the use even after a failed launch, so a later call orders after whatever did run.
+    scratch.last_use.release(stream)?;
+    launched
+}
+
+/// Threads of the reproducible per-segment kernels' blocks: a power of two, so that the block kernel's warp
+/// count divides the 1024 combine lanes.
+const REPRO_SEGMENT_THREADS: u32 = 256;
+
+/// Enqueues the per-segment reproducible sums of `module` (`ReproSegments`): a warp per segment when every
+/// segment is one chunk at most (rows of at most `CHUNK` elements), else a block per segment. Both kernels
+/// give a segment the bits of `cpu::sum_reproducible` of its elements, so the choice changes only the speed.
+///
+/// # Safety
+/// As [`enqueue`], with `out` holding `count` results of the module's type (f32, or f64 for f64 elements).
+unsafe fn enqueue_reproducible<T, Out>(
+    gpu: &Gpu,
+    scratch: &mut Scratch,
+    module: Module,
+    input: Span<T>,
+    layout: Layout,
+    out: *mut Out,
+    stream: StreamRef<'_>,
+) -> Result<()> {
+    let Module::ReproSegments(elem) = module else {
+        unreachable!("called for ReproSegments modules only")
+    };
+    let count = layout.count();
+    let (len, stride, begin, end) = match layout {
+        Layout::Rows { len, stride, .. } => (len, stride, std::ptr::null(), std::ptr::null()),
+        Layout::Offsets { begin, end, .. } => (0, 0, begin.as_ptr(), end.as_ptr()),
+    };
+    let params = SegmentedParams {
+        input: input.as_ptr(),
+        n: input.len,
+        count,
+        len,
+        stride,
+        begin,
+        end,
+        error: scratch.error.as_device_ptr().as_raw() as *mut u32,
+        width: 32,
+        pieces: 1,
+        piece: u64::MAX,
+        partials: out,
+        out,
+    };
+    let (kind, shared_bytes) = if begin.is_null() && len <= CHUNK {
+        (ReproSegmentsKernel::Warp, 0)
+    } else {
+        (ReproSegmentsKernel::Block, COMBINE_SHARED_BYTES)
+    };
+    let kernel = Kernel::repro_segments(elem, kind);
+    let f = gpu.function(kernel)?;
+    if f.fit_block(REPRO_SEGMENT_THREADS) < REPRO_SEGMENT_THREADS {
+        return Err(Error::InvalidArgument(format!(
+            "{kernel:?} cannot run {REPRO_SEGMENT_THREADS} threads per block on this device"
+        )));
+    }
+    let blocks = match kind {
+        ReproSegmentsKernel::Warp => count.div_ceil(REPRO_SEGMENT_THREADS as u64 / 32),
+        ReproSegmentsKernel::Block => count,
+    };
+    // One resident wave at most; the kernels stride over the segments past it.
+    let shape = resident(
+        gpu,
+        f,
+        blocks.min(MAX_GRID) as u32,
+        REPRO_SEGMENT_THREADS,
+        shared_bytes,
+    )?;
+    scratch.last_use.acquire(stream)?;
+    // SAFETY: `input`, the offsets and `out` are valid (the caller); rows lie inside the input, and with
+    // the warp kernel are one chunk at most (checked above); the error word is serialised across streams by
+    // `acquire`; the block kernel gets its COMBINE_SHARED_BYTES and a power-of-two block.
+    let launched = (|| unsafe {
+        if !begin.is_null() {
+            driver::memset_zero(scratch.error.as_device_ptr().as_raw(), 4, stream)?;
+        }
+        launch(gpu, kernel, shape, stream, params)
     })();
     // Record the use even after a failed launch, so a later call orders after whatever did run.
     scratch.last_use.release(stream)?;

@@ -3,7 +3,8 @@
 //! offsets (16384 segments, lengths uniform in 0 … 10,000), against CUB's `DeviceSegmentedReduce`
 //! (`benches/cub/cub_segmented.cu`, compiled with `nvcc`; set `CCCL_INCLUDE` to CCCL ≥ 3.2 headers, e.g. the
 //! `cuda-cccl` wheel's `cuda/cccl/headers/include`, for the fixed-size-segment API) and torch
-//! `sum/argmax(dim=1)` in the same run. Reports median device µs, the speed-up over the faster comparator,
+//! `sum/argmax(dim=1)` in the same run, and the per-segment reproducible sum (`Determinism::GpuToGpu`) beside
+//! the default sum. Reports median device µs, the speed-up over the faster comparator,
 //! and the share of the 4.47 TB/s read ceiling. Every result is checked on a few segments against the CPU;
 //! a wrong one fails the bench. Writes `segmented.md` to `$OUT` (if set) or `target/bench`.
 #[allow(dead_code)] // each bench uses part of the harness
@@ -15,7 +16,9 @@ use std::process::ExitCode;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
-use reduce_host::{DeviceSegmentedReduce, DeviceView, Gpu, Indexed, Segments, SoftmaxStats, cpu};
+use reduce_host::{
+    Determinism, DeviceSegmentedReduce, DeviceView, Gpu, Indexed, Segments, SoftmaxStats, cpu,
+};
 use support::cub::Cub;
 use support::timing;
 
@@ -244,6 +247,18 @@ fn run() -> Result<bool, BoxError> {
             Ok(())
         })?;
 
+        // The reproducible sum (Determinism::GpuToGpu): a warp per row of at most 8192 elements, a block per
+        // segment otherwise.
+        seg.set_determinism(Determinism::GpuToGpu);
+        let repro_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
+            unsafe { seg.sum_async(window(k), segments, &mut sums, s)? };
+            Ok(())
+        })?;
+        seg.sum(window(0), segments, &mut sums)?;
+        let mut h_repro = vec![0.0f32; count];
+        sums.copy_to(&mut h_repro[..])?;
+        seg.set_determinism(Determinism::RunToRun);
+
         // Check copy 0 on a few segments.
         seg.sum(window(0), segments, &mut sums)?;
         seg.argmax(window(0), segments, &mut args)?;
@@ -265,6 +280,14 @@ fn run() -> Result<bool, BoxError> {
                     "{} sum segment {s}: {} vs {want}",
                     shape.label(),
                     h_sums[s]
+                ));
+            }
+            let want = cpu::sum_reproducible(x);
+            if h_repro[s].to_bits() != want.to_bits() {
+                failures.push(format!(
+                    "{} reproducible sum segment {s}: {} vs the CPU's {want}",
+                    shape.label(),
+                    h_repro[s]
                 ));
             }
             let want = cpu::argmax(x).map_or(u64::MAX, |(i, _)| i as u64);
@@ -306,6 +329,15 @@ fn run() -> Result<bool, BoxError> {
         });
         rows.push(Row {
             shape: shape.label(),
+            op: "sum, GpuToGpu",
+            us: repro_us,
+            bytes,
+            cub_us: None,
+            torch_us: None,
+            sum_us: Some(sum_us),
+        });
+        rows.push(Row {
+            shape: shape.label(),
             op: "softmax_stats",
             us: softmax_us,
             bytes,
@@ -314,7 +346,8 @@ fn run() -> Result<bool, BoxError> {
             sum_us: Some(sum_us),
         });
         eprintln!(
-            "{}: sum {sum_us:.1} µs, argmax {argmax_us:.1} µs, softmax_stats {softmax_us:.1} µs",
+            "{}: sum {sum_us:.1} µs, argmax {argmax_us:.1} µs, softmax_stats {softmax_us:.1} µs, reproducible \
+             sum {repro_us:.1} µs",
             shape.label()
         );
     }

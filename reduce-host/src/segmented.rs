@@ -226,7 +226,9 @@ softmax_elements!(f32 => F32, F16 => F16, BF16 => BF16);
 /// every call and whatever the alignment. Offset segments take the kernel of their mean length, `n /
 /// count` (never split), so a ragged segment's float sum may differ in the last bits between inputs of
 /// different mean length, never between calls on the same input; and a segment far longer than the mean
-/// runs on the few lanes the mean gets (correct, but slow: give such a segment its own call).
+/// runs on the few lanes the mean gets (correct, but slow: give such a segment its own call). Under
+/// [`Determinism::GpuToGpu`] (see [`set_determinism`](Self::set_determinism)) a float sum depends on the
+/// segment's values alone, whatever the layout.
 ///
 /// # Memory and streams
 /// The handle owns a stream for the blocking methods and scratch for split segments (grown on demand).

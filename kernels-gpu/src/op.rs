@@ -384,7 +384,11 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
             offset >>= 1;
         }
         // Lanes holding the identity carry index u64::MAX, so they lose to any real element of equal value.
-        let mut index = if v.value.same(best) { v.index } else { u64::MAX };
+        let mut index = if v.value.same(best) {
+            v.index
+        } else {
+            u64::MAX
+        };
         offset = width >> 1;
         while offset > 0 {
             // SAFETY: as above.

@@ -10,6 +10,10 @@
 //!   in-register steps (`k` with `k + 4`, `k + 2`, `k + 1`) then five shuffles (lanes `l + 16 … l + 1`).
 //! - [`combine`]: one block of any size; thread `t` computes virtual lanes `t, t + blockDim, …` of the 1024,
 //!   parks them in shared memory, and the block walks the same stride-halving tree with a barrier per level.
+//! - Per segment ([`segments_warp`], [`segments_block`]): the same two steps for each segment of a segmented
+//!   call, so a segment's sum has the bits of the device-wide sum of its elements: a warp per segment of at
+//!   most one chunk, or a block per segment whose warps merge their chunk partials straight into the combine
+//!   lanes in shared memory.
 use core::mem::MaybeUninit;
 
 use reduce_contract::reproducible::{
@@ -17,11 +21,11 @@ use reduce_contract::reproducible::{
 };
 
 use crate::arch::{self, load_nc};
-use crate::segmented::segment;
-use reduce_contract::params::SegmentedParams;
 use crate::half::{BF16, F16};
+use crate::segmented::segment;
 use crate::shuffle::{Shuffle, shfl_down};
 use crate::warp::FULL_MASK;
+use reduce_contract::params::SegmentedParams;
 
 /// Virtual lanes each thread of a chunk's warp holds.
 const PER_THREAD: usize = CHUNK_LANES / 32;
@@ -133,7 +137,12 @@ repro_half!(F16, BF16);
 /// `ceil(n / CHUNK)` writes; `blockDim.x` a multiple of 32. With `prefetch`, each batch first asks L2 for
 /// the next batch of the chunk (one 128-byte line per lane: a batch is 4 KiB).
 #[inline(always)]
-pub unsafe fn chunks<E: ReproElement>(input: *const E, n: u64, partials: *mut E::Acc, prefetch: bool) {
+pub unsafe fn chunks<E: ReproElement>(
+    input: *const E,
+    n: u64,
+    partials: *mut E::Acc,
+    prefetch: bool,
+) {
     const {
         assert!(CHUNK_ROUNDS.is_multiple_of(E::BATCH) && E::BATCH * PER_THREAD <= MAX_IN_FLIGHT);
         assert!(E::BATCH * CHUNK_LANES * size_of::<E>() == BATCH_BYTES);
@@ -146,7 +155,11 @@ pub unsafe fn chunks<E: ReproElement>(input: *const E, n: u64, partials: *mut E:
         let first = c * CHUNK;
         // SAFETY: first < n, so the chunk starts inside the input, and `len` elements of it are valid.
         let a = unsafe {
-            chunk_partial::<E>(input.add(first as usize), (n - first).min(CHUNK) as usize, prefetch)
+            chunk_partial::<E>(
+                input.add(first as usize),
+                (n - first).min(CHUNK) as usize,
+                prefetch,
+            )
         };
         if arch::lane_id() == 0 {
             // SAFETY: c < count.
@@ -280,7 +293,11 @@ unsafe fn combine_tree<E: ReproElement>(slots: *mut E::Acc) -> E::Acc {
         let mut v = t;
         while v < w {
             // SAFETY: v < w and v + w < 2w <= COMBINE_LANES; this level writes [0, w) and reads [w, 2w).
-            unsafe { slots.add(v).write(slots.add(v).read().merge(slots.add(v + w).read())) };
+            unsafe {
+                slots
+                    .add(v)
+                    .write(slots.add(v).read().merge(slots.add(v + w).read()))
+            };
             v += threads;
         }
         w /= 2;
@@ -362,7 +379,11 @@ pub unsafe fn segments_block<E: ReproElement>(p: SegmentParams<E>) {
             // SAFETY: first < len; the chunk's elements lie in the segment; the whole warp is here (the
             // loop is warp-uniform).
             let partial = unsafe {
-                chunk_partial::<E>(seg.start.add(first as usize), (seg.len - first).min(CHUNK) as usize, false)
+                chunk_partial::<E>(
+                    seg.start.add(first as usize),
+                    (seg.len - first).min(CHUNK) as usize,
+                    false,
+                )
             };
             if arch::lane_id() == 0 {
                 let slot = (c % COMBINE_LANES as u64) as usize;

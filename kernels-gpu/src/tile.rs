@@ -156,9 +156,10 @@ impl<const W: u32> Tile<W> {
         unsafe { warp::all(self.mask, pred) }
     }
 
-    /// Reduces one value per lane with `Op` by a `shfl_down` tree.
+    /// Reduces one value per lane with `Op` ([`crate::warp::reduce`]: a `shfl_down` tree, or the operator's
+    /// own warp reduction).
     ///
-    /// **Result:** in the lane of rank 0 only; other lanes hold partial values. The tree is fixed, so the
+    /// **Result:** in the lane of rank 0; other lanes may hold partial values. The order is fixed, so the
     /// same inputs give the same bits.
     ///
     /// # Safety

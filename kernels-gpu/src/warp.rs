@@ -102,8 +102,9 @@ pub unsafe fn sync_warp(mask: u32) {
 
 /// Reduces one value per lane over segments of `width` lanes (a power of two ≤ 32) with `Op`.
 ///
-/// **Result:** valid in the first lane of each segment only (lane 0 for a whole warp); other lanes hold partial
-/// values. The tree is fixed, so the same inputs give the same bits.
+/// **Result:** valid in the first lane of each segment (lane 0 for a whole warp); other lanes may hold partial
+/// values (an operator's own [`ReduceOp::warp_reduce`] may give it in every lane). The order is fixed, so the
+/// same inputs give the same bits.
 /// Example: lanes holding `0, 1, …, 31` with `Sum` give `496` in lane 0.
 ///
 /// # Safety

@@ -1,8 +1,9 @@
-//! [`Determinism`]: which guarantee a [`DeviceReduce`](crate::DeviceReduce)'s float sums give about their
-//! bits.
+//! [`Determinism`]: which guarantee the float sums of a [`DeviceReduce`](crate::DeviceReduce) or a
+//! [`DeviceSegmentedReduce`](crate::DeviceSegmentedReduce) give about their bits.
 
 /// How far the bits of a float sum are guaranteed to repeat. Set with
-/// [`DeviceReduce::set_determinism`](crate::DeviceReduce::set_determinism); the names follow CUB's
+/// [`DeviceReduce::set_determinism`](crate::DeviceReduce::set_determinism) or
+/// [`DeviceSegmentedReduce::set_determinism`](crate::DeviceSegmentedReduce::set_determinism); the names follow CUB's
 /// `cuda::execution::determinism` levels.
 ///
 /// Only float sums (f32, f64, [`F16`](crate::F16), [`BF16`](crate::BF16)) depend on the setting. Integer
@@ -56,7 +57,9 @@ pub enum Determinism {
     ///
     /// **Cost:** two launches (a warp per chunk, then one block), 16 bytes of scratch per 8192 elements
     /// (kept by the handle and grown to the longest input), and each warp waits on its chunk's 32 rounds
-    /// of loads, so short inputs take longer than with `RunToRun` (measured in docs/PERFORMANCE.md).
+    /// of loads, so short inputs take longer than with `RunToRun` (measured in docs/PERFORMANCE.md). Segmented
+    /// sums take one launch: a warp per row of at most 8192 elements, else a block per segment (see
+    /// [`DeviceSegmentedReduce::set_determinism`](crate::DeviceSegmentedReduce::set_determinism)).
     GpuToGpu,
 }
 

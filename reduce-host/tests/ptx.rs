@@ -240,7 +240,11 @@ fn reproducible_kernels_round_every_addition_and_fuse_nothing() {
         (Elem::F16, "ld.global.nc.L1::no_allocate.b16"),
         (Elem::BF16, "ld.global.nc.L1::no_allocate.b16"),
     ] {
-        for (arch, text) in ptx(Module::ReproSum(elem)) {
+        // The device-wide kernels and the per-segment ones rest on the same arithmetic.
+        let texts = ptx(Module::ReproSum(elem))
+            .into_iter()
+            .chain(ptx(Module::ReproSegments(elem)));
+        for (arch, text) in texts {
             assert!(text.contains(load), "sm_{arch} {elem:?}: no {load}");
             assert!(!text.contains(".v4."), "sm_{arch} {elem:?}: vector loads");
             for bad in ["fma.", "mad.", ".ftz", "add.f64", "sub.f64", "add.f32"] {

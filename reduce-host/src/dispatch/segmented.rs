@@ -273,6 +273,11 @@ pub(crate) unsafe fn enqueue<T, Acc>(
 /// Threads of the reproducible per-segment kernels' blocks: a power of two, so that the block kernel's warp
 /// count divides the 1024 combine lanes.
 const REPRO_SEGMENT_THREADS: u32 = 256;
+const _: () = assert!(
+    REPRO_SEGMENT_THREADS.is_power_of_two()
+        && REPRO_SEGMENT_THREADS >= 32
+        && REPRO_SEGMENT_THREADS <= 1024
+);
 
 /// Enqueues the per-segment reproducible sums of `module` (`ReproSegments`): a warp per segment when every
 /// segment is one chunk at most (rows of at most `CHUNK` elements), else a block per segment. Both kernels

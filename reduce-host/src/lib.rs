@@ -74,6 +74,7 @@ mod pinned;
 mod reduce;
 pub mod seed;
 mod segmented;
+mod segments;
 pub mod select;
 mod stream;
 mod testing;
@@ -92,7 +93,8 @@ pub use half::{BF16, F16};
 pub use histogram::{Counter, DeviceHistogram, EvenBins, HistogramSample};
 pub use images::Code;
 pub use reduce::{Combine, DeviceReduce};
-pub use segmented::{DeviceSegmentedReduce, Segments, SoftmaxElement, SoftmaxStats};
+pub use segmented::{DeviceSegmentedReduce, SoftmaxElement, SoftmaxStats};
+pub use segments::Segments;
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
 };

@@ -167,6 +167,28 @@ mod tests {
     }
 
     #[test]
+    fn single_block_threads_follow_the_measured_sizes() {
+        // f32 bytes of 2^10 … 2^14 elements: 256, 256, 256, 512, 1024 threads (the measured best but at
+        // 2^11, where 256 still beat CUB).
+        let threads: Vec<u32> = (10..=14)
+            .map(|l| single_block_threads(4u64 << l, false))
+            .collect();
+        assert_eq!(threads, [256, 256, 256, 512, 1024]);
+        assert_eq!(single_block_threads(SINGLE_BLOCK_BYTES, false), 1024);
+        assert_eq!(single_block_threads(1, false), 256, "tiny inputs");
+        assert_eq!(
+            single_block_threads(4096, true),
+            1024,
+            "argmax/argmin keep 1024"
+        );
+        // Every answer is a legal block size of the single-block path.
+        for bytes in [0, 1, 17, 4095, 65_536, 1 << 40] {
+            let t = single_block_threads(bytes, false);
+            assert!(t.is_power_of_two() && (256..=SINGLE_BLOCK_THREADS).contains(&t));
+        }
+    }
+
+    #[test]
     fn degenerate_policies_neither_divide_by_zero_nor_overflow() {
         let p = Policy {
             threads: 0,

@@ -279,6 +279,16 @@ const _: () = assert!(
         && REPRO_SEGMENT_THREADS <= 1024
 );
 
+/// The per-segment reproducible kernel for rows of `rows_len` elements (`None`: offsets, whose lengths only
+/// the device reads): the warp kernel sums one chunk at most, so it serves rows that short; everything else
+/// takes a block per segment.
+fn repro_kernel(rows_len: Option<u64>) -> ReproSegmentsKernel {
+    match rows_len {
+        Some(len) if len <= CHUNK => ReproSegmentsKernel::Warp,
+        _ => ReproSegmentsKernel::Block,
+    }
+}
+
 /// Enqueues the per-segment reproducible sums of `module` (`ReproSegments`): a warp per segment when every
 /// segment is one chunk at most (rows of at most `CHUNK` elements), else a block per segment. Both kernels
 /// give a segment the bits of `cpu::sum_reproducible` of its elements, so the choice changes only the speed.
@@ -317,10 +327,11 @@ unsafe fn enqueue_reproducible<T, Out>(
         partials: out,
         out,
     };
-    let (kind, shared_bytes) = if begin.is_null() && len <= CHUNK {
-        (ReproSegmentsKernel::Warp, 0)
-    } else {
-        (ReproSegmentsKernel::Block, COMBINE_SHARED_BYTES)
+    let rows_len = begin.is_null().then_some(len);
+    let kind = repro_kernel(rows_len);
+    let shared_bytes = match kind {
+        ReproSegmentsKernel::Warp => 0,
+        ReproSegmentsKernel::Block => COMBINE_SHARED_BYTES,
     };
     let kernel = Kernel::repro_segments(elem, kind);
     let f = gpu.function(kernel)?;
@@ -422,6 +433,22 @@ mod tests {
         assert_eq!(
             Plan::for_offsets(1 << 20, 1 << 20, 4),
             Plan::Tile { width: 1 }
+        );
+    }
+
+    #[test]
+    fn reproducible_rows_of_one_chunk_take_a_warp_everything_else_a_block() {
+        use super::repro_kernel;
+        use reduce_contract::kernels::ReproSegmentsKernel::{Block, Warp};
+        use reduce_contract::reproducible::CHUNK;
+        assert_eq!(repro_kernel(Some(0)), Warp);
+        assert_eq!(repro_kernel(Some(CHUNK)), Warp);
+        assert_eq!(repro_kernel(Some(CHUNK + 1)), Block);
+        assert_eq!(repro_kernel(Some(u64::MAX)), Block);
+        assert_eq!(
+            repro_kernel(None),
+            Block,
+            "offsets: lengths unknown on the host"
         );
     }
 }

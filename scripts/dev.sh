@@ -4,7 +4,8 @@
 # works as the first command on a fresh machine.  `example` does not install
 # ptxas (SETUP_PTXAS=0 unless set; the build then embeds PTX only).
 #
-#   bash scripts/dev.sh test [ARGS...]             cargo fmt --all --check, then
+#   bash scripts/dev.sh test [ARGS...]             cargo fmt --all --check and rustfmt --check of
+#                                                  kernels-gpu (outside the workspace), then
 #                                                  cargo test --workspace --release ARGS
 #   bash scripts/dev.sh example [NAME [ARGS...]]   cargo run --release --example NAME -- ARGS
 #                                                  (NAME defaults to argmax)
@@ -49,6 +50,9 @@ case "$cmd" in
         # the test binaries, `test -p reduce-host` reaches cargo.
         echo "+ cargo fmt --all --check" >&2
         cargo fmt --all --check
+        # The kernels lie outside the workspace, so `--all` misses them; rustfmt follows their modules.
+        echo "+ rustfmt --check --edition 2024 kernels-gpu/src/lib.rs" >&2
+        rustfmt --check --edition 2024 kernels-gpu/src/lib.rs
         echo "+ cargo test --workspace --release $*" >&2
         exec cargo test --workspace --release "$@"
         ;;

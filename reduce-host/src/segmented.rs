@@ -155,13 +155,8 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, T::Acc>>,
     ) -> Result<()> {
-        self.run(
-            self.sum_module::<T>(),
-            input.into(),
-            segments,
-            out.into(),
-            None,
-        )
+        let module = self.sum_module::<T>();
+        self.run(module, input, segments, out, None)
     }
 
     /// Writes the greatest element of each segment to `out[s]` and waits; NaN propagates; an empty segment
@@ -172,13 +167,8 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, T>>,
     ) -> Result<()> {
-        self.run(
-            Module::Segmented(Op::Max, T::ELEM),
-            input.into(),
-            segments,
-            out.into(),
-            None,
-        )
+        let module = Module::Segmented(Op::Max, T::ELEM);
+        self.run(module, input, segments, out, None)
     }
 
     /// Writes the least element of each segment to `out[s]` and waits; NaN propagates; an empty segment
@@ -189,13 +179,8 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, T>>,
     ) -> Result<()> {
-        self.run(
-            Module::Segmented(Op::Min, T::ELEM),
-            input.into(),
-            segments,
-            out.into(),
-            None,
-        )
+        let module = Module::Segmented(Op::Min, T::ELEM);
+        self.run(module, input, segments, out, None)
     }
 
     /// Writes the greatest element of each segment and its index **within the segment** to `out[s]` and
@@ -207,13 +192,8 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
     ) -> Result<()> {
-        self.run(
-            Module::Segmented(Op::ArgMax, T::ELEM),
-            input.into(),
-            segments,
-            out.into(),
-            None,
-        )
+        let module = Module::Segmented(Op::ArgMax, T::ELEM);
+        self.run(module, input, segments, out, None)
     }
 
     /// As [`argmax`](Self::argmax), for the least element (empty: index `u64::MAX`, value +∞ or `MAX`).
@@ -223,13 +203,8 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
     ) -> Result<()> {
-        self.run(
-            Module::Segmented(Op::ArgMin, T::ELEM),
-            input.into(),
-            segments,
-            out.into(),
-            None,
-        )
+        let module = Module::Segmented(Op::ArgMin, T::ELEM);
+        self.run(module, input, segments, out, None)
     }
 
     /// Writes each segment's softmax statistics, its maximum `m` and `Σ exp(xᵢ − m)`, to `out[s]` and
@@ -242,13 +217,8 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, SoftmaxStats>>,
     ) -> Result<()> {
-        self.run(
-            Module::Softmax(T::SAMPLE),
-            input.into(),
-            segments,
-            out.into(),
-            None,
-        )
+        let module = Module::Softmax(T::SAMPLE);
+        self.run(module, input, segments, out, None)
     }
 
     /// Enqueues [`sum`](Self::sum) on `stream` and returns without waiting. Bad offsets are not reported
@@ -265,13 +235,7 @@ impl DeviceSegmentedReduce {
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = self.sum_module::<T>();
-        self.run(
-            module,
-            input.into(),
-            segments,
-            out.into(),
-            Some(stream.into()),
-        )
+        self.run(module, input, segments, out, Some(stream.into()))
     }
 
     /// Enqueues [`max`](Self::max) on `stream` and returns without waiting.
@@ -286,13 +250,7 @@ impl DeviceSegmentedReduce {
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Segmented(Op::Max, T::ELEM);
-        self.run(
-            module,
-            input.into(),
-            segments,
-            out.into(),
-            Some(stream.into()),
-        )
+        self.run(module, input, segments, out, Some(stream.into()))
     }
 
     /// Enqueues [`min`](Self::min) on `stream` and returns without waiting.
@@ -307,13 +265,7 @@ impl DeviceSegmentedReduce {
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Segmented(Op::Min, T::ELEM);
-        self.run(
-            module,
-            input.into(),
-            segments,
-            out.into(),
-            Some(stream.into()),
-        )
+        self.run(module, input, segments, out, Some(stream.into()))
     }
 
     /// Enqueues [`argmax`](Self::argmax) on `stream` and returns without waiting.
@@ -328,13 +280,7 @@ impl DeviceSegmentedReduce {
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Segmented(Op::ArgMax, T::ELEM);
-        self.run(
-            module,
-            input.into(),
-            segments,
-            out.into(),
-            Some(stream.into()),
-        )
+        self.run(module, input, segments, out, Some(stream.into()))
     }
 
     /// Enqueues [`argmin`](Self::argmin) on `stream` and returns without waiting.
@@ -349,13 +295,7 @@ impl DeviceSegmentedReduce {
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Segmented(Op::ArgMin, T::ELEM);
-        self.run(
-            module,
-            input.into(),
-            segments,
-            out.into(),
-            Some(stream.into()),
-        )
+        self.run(module, input, segments, out, Some(stream.into()))
     }
 
     /// Enqueues [`softmax_stats`](Self::softmax_stats) on `stream` and returns without waiting.
@@ -370,25 +310,20 @@ impl DeviceSegmentedReduce {
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
         let module = Module::Softmax(T::SAMPLE);
-        self.run(
-            module,
-            input.into(),
-            segments,
-            out.into(),
-            Some(stream.into()),
-        )
+        self.run(module, input, segments, out, Some(stream.into()))
     }
 
     /// Checks the arguments and enqueues `module`'s reduction: on `stream`, or (`None`) on the handle's
     /// stream, waiting for it and reporting bad offsets. The one place streams are chosen.
-    fn run<T: Element, Acc: DeviceCopy>(
+    fn run<'a, 'b, T: Element + 'a, Acc: DeviceCopy + 'b>(
         &mut self,
         module: Module,
-        input: DeviceView<'_, T>,
+        input: impl Into<DeviceView<'a, T>>,
         segments: Segments<'_>,
-        out: DeviceViewMut<'_, Acc>,
+        out: impl Into<DeviceViewMut<'b, Acc>>,
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
+        let (input, out) = (input.into(), out.into());
         let _current = self.gpu.make_current()?;
         let [begin_home, end_home] = segments.homes();
         let homes = [input.home(), out.home(), begin_home, end_home];

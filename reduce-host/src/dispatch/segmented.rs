@@ -10,7 +10,7 @@ use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES};
 use reduce_contract::{Kernel, Module};
 
 use super::{Span, launch, resident};
-use crate::driver::{self, Launch};
+use crate::driver::{self, Function, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
@@ -92,6 +92,55 @@ impl Layout {
             Layout::Rows { count, .. } | Layout::Offsets { count, .. } => count,
         }
     }
+
+    /// The rows' length, `None` for offsets (whose lengths only the device reads).
+    fn rows_len(&self) -> Option<u64> {
+        match *self {
+            Layout::Rows { len, .. } => Some(len),
+            Layout::Offsets { .. } => None,
+        }
+    }
+
+    /// The kernels' parameters for these segments of `input` into `out`, with bad offsets reported to
+    /// `error`: one group of threads per segment (a warp's width, one piece), which callers adjust.
+    fn params<T, Acc>(
+        &self,
+        input: Span<T>,
+        error: *mut u32,
+        out: *mut Acc,
+    ) -> SegmentedParams<T, Acc> {
+        let (len, stride, begin, end) = match *self {
+            Layout::Rows { len, stride, .. } => (len, stride, std::ptr::null(), std::ptr::null()),
+            Layout::Offsets { begin, end, .. } => (0, 0, begin.as_ptr(), end.as_ptr()),
+        };
+        SegmentedParams {
+            input: input.as_ptr(),
+            n: input.len,
+            count: self.count(),
+            len,
+            stride,
+            begin,
+            end,
+            error,
+            width: 32,
+            pieces: 1,
+            piece: u64::MAX,
+            partials: out,
+            out,
+        }
+    }
+}
+
+/// `kernel`'s function, which must run blocks of `threads` on this device: the per-segment kernels' trees
+/// are written for that block size.
+fn function_for(gpu: &Gpu, kernel: Kernel, threads: u32) -> Result<&Function> {
+    let f = gpu.function(kernel)?;
+    if f.fit_block(threads) < threads {
+        return Err(Error::InvalidArgument(format!(
+            "{kernel:?} cannot run {threads} threads per block on this device"
+        )));
+    }
+    Ok(f)
 }
 
 /// Device temporaries: the partials of split segments (grown on demand) and the bad-offsets word.
@@ -127,9 +176,23 @@ impl Scratch {
         Ok(())
     }
 
+    /// The bad-offsets word, for the kernels.
+    fn error_word(&self) -> *mut u32 {
+        self.error.as_device_ptr().as_raw() as *mut u32
+    }
+
+    /// Zeroes the bad-offsets word on `stream`, ahead of kernels that may set it.
+    ///
+    /// # Safety
+    /// Nothing else may use the word meanwhile (callers hold the scratch's `last_use` order).
+    unsafe fn clear_error(&self, stream: StreamRef<'_>) -> Result<()> {
+        // SAFETY: the word is a live u32 of this scratch; the caller orders its users.
+        unsafe { driver::memset_zero(self.error_word() as u64, size_of::<u32>(), stream) }
+    }
+
     /// Reads the bad-offsets word after the work on `stream` (waits for it).
     pub fn read_error(&mut self, stream: StreamRef<'_>) -> Result<bool> {
-        let word = self.error.as_device_ptr().as_raw();
+        let word = self.error_word() as u64;
         // SAFETY: the word is a live u32 of this scratch; the read is ordered after the kernels on `stream`;
         // `staging` is this scratch's, and `&mut self` keeps other reads out.
         Ok(unsafe { driver::read_back::<u32>(word, &self.staging, stream)? } != 0)
@@ -160,21 +223,9 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         return unsafe { enqueue_reproducible(gpu, scratch, module, input, layout, out, stream) };
     }
     let size = size_of::<T>();
-    let (plan, len, stride, begin, end) = match layout {
-        Layout::Rows { len, stride, .. } => (
-            Plan::for_len(len, size)?,
-            len,
-            stride,
-            std::ptr::null(),
-            std::ptr::null(),
-        ),
-        Layout::Offsets { begin, end, .. } => (
-            Plan::for_offsets(input.len, count, size),
-            0,
-            0,
-            begin.as_ptr(),
-            end.as_ptr(),
-        ),
+    let plan = match layout.rows_len() {
+        Some(len) => Plan::for_len(len, size)?,
+        None => Plan::for_offsets(input.len, count, size),
     };
     if let Plan::Split { pieces } = plan {
         let bytes = (count as u128 * pieces as u128 * size_of::<Acc>() as u128)
@@ -182,46 +233,26 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             .map_err(|_| Error::InvalidArgument("too many segments to split".into()))?;
         scratch.reserve(bytes)?;
     }
-    let params = SegmentedParams {
-        input: input.as_ptr(),
-        n: input.len,
-        count,
-        len,
-        stride,
-        begin,
-        end,
-        error: scratch.error.as_device_ptr().as_raw() as *mut u32,
-        width: match plan {
-            Plan::Tile { width } => width,
-            _ => 32,
-        },
-        pieces: match plan {
-            Plan::Split { pieces } => pieces,
-            _ => 1,
-        },
-        piece: match plan {
-            Plan::Split { .. } => PIECE_CHUNKS,
-            _ => u64::MAX,
-        },
+    let params = layout.params(input, scratch.error_word(), out);
+    let params = match plan {
+        Plan::Tile { width } => SegmentedParams { width, ..params },
         // One piece per segment: the block kernel writes its results straight to `out`.
-        partials: match plan {
-            Plan::Split { .. } => scratch.partials.as_device_ptr().as_raw() as *mut Acc,
-            _ => out,
+        Plan::Block => params,
+        Plan::Split { pieces } => SegmentedParams {
+            pieces,
+            piece: PIECE_CHUNKS,
+            partials: scratch.partials.as_device_ptr().as_raw() as *mut Acc,
+            ..params
         },
-        out,
     };
+    let offsets = layout.rows_len().is_none();
     // Every kernel runs SEGMENTED_THREADS threads: the block tree must not depend on the device.
     let shape = |k: SegmentedKernel, blocks: u64| -> Result<(Kernel, Launch)> {
         let kernel = Kernel {
             module,
             slot: k as u8,
         };
-        let f = gpu.function(kernel)?;
-        if f.fit_block(SEGMENTED_THREADS) < SEGMENTED_THREADS {
-            return Err(Error::InvalidArgument(format!(
-                "{kernel:?} cannot run {SEGMENTED_THREADS} threads per block on this device"
-            )));
-        }
+        function_for(gpu, kernel, SEGMENTED_THREADS)?;
         Ok((
             kernel,
             Launch {
@@ -238,8 +269,8 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     // `count · pieces` accumulators (reserved above) and the error word is a u32, both serialised across
     // streams by `acquire`; every kernel gets SMEM_BYTES and whole warps.
     let launched = (|| unsafe {
-        if !begin.is_null() {
-            driver::memset_zero(scratch.error.as_device_ptr().as_raw(), 4, stream)?;
+        if offsets {
+            scratch.clear_error(stream)?;
         }
         match plan {
             Plan::Tile { width } => {
@@ -308,38 +339,14 @@ unsafe fn enqueue_reproducible<T, Out>(
         unreachable!("called for ReproSegments modules only")
     };
     let count = layout.count();
-    let (len, stride, begin, end) = match layout {
-        Layout::Rows { len, stride, .. } => (len, stride, std::ptr::null(), std::ptr::null()),
-        Layout::Offsets { begin, end, .. } => (0, 0, begin.as_ptr(), end.as_ptr()),
-    };
-    let params = SegmentedParams {
-        input: input.as_ptr(),
-        n: input.len,
-        count,
-        len,
-        stride,
-        begin,
-        end,
-        error: scratch.error.as_device_ptr().as_raw() as *mut u32,
-        width: 32,
-        pieces: 1,
-        piece: u64::MAX,
-        partials: out,
-        out,
-    };
-    let rows_len = begin.is_null().then_some(len);
-    let kind = repro_kernel(rows_len);
+    let params = layout.params(input, scratch.error_word(), out);
+    let kind = repro_kernel(layout.rows_len());
     let shared_bytes = match kind {
         ReproSegmentsKernel::Warp => 0,
         ReproSegmentsKernel::Block => COMBINE_SHARED_BYTES,
     };
     let kernel = Kernel::repro_segments(elem, kind);
-    let f = gpu.function(kernel)?;
-    if f.fit_block(REPRO_SEGMENT_THREADS) < REPRO_SEGMENT_THREADS {
-        return Err(Error::InvalidArgument(format!(
-            "{kernel:?} cannot run {REPRO_SEGMENT_THREADS} threads per block on this device"
-        )));
-    }
+    let f = function_for(gpu, kernel, REPRO_SEGMENT_THREADS)?;
     let blocks = match kind {
         ReproSegmentsKernel::Warp => count.div_ceil(REPRO_SEGMENT_THREADS as u64 / 32),
         ReproSegmentsKernel::Block => count,
@@ -357,8 +364,8 @@ unsafe fn enqueue_reproducible<T, Out>(
     // the warp kernel are one chunk at most (checked above); the error word is serialised across streams by
     // `acquire`; the block kernel gets its COMBINE_SHARED_BYTES and a power-of-two block.
     let launched = (|| unsafe {
-        if !begin.is_null() {
-            driver::memset_zero(scratch.error.as_device_ptr().as_raw(), 4, stream)?;
+        if layout.rows_len().is_none() {
+            scratch.clear_error(stream)?;
         }
         launch(gpu, kernel, shape, stream, params)
     })();

@@ -2,6 +2,7 @@
 //! every element type × each layout (rows with a stride and an unaligned start, fixed-size, ragged offsets),
 //! at lengths that reach every kernel (narrow tiles, warp, block, split), with NaN, ties, empty and bad
 //! segments, repeated runs, and the softmax statistics. Ignored without a GPU.
+#[macro_use]
 mod common;
 
 use std::ops::Range;
@@ -14,34 +15,6 @@ use reduce_host::{
     BF16, DeviceSegmentedReduce, DeviceView, Error, F16, Indexed, Segments, SoftmaxElement,
     SoftmaxStats,
 };
-
-/// `#[test] fn <type>() { <check>::<T>() }` for each listed type, in a module named after the check.
-macro_rules! instantiate {
-    ($check:ident: $($name:ident = $t:ty),*) => {
-        mod $check {
-            $(
-                #[test]
-                #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
-                fn $name() {
-                    super::$check::<$t>();
-                }
-            )*
-        }
-    };
-}
-
-macro_rules! every_type {
-    ($($check:ident),*) => {$(
-        instantiate!($check: f32 = f32, f64 = f64, f16 = super::F16, bf16 = super::BF16, i32 = i32, u32 = u32,
-                     i64 = i64, u64 = u64, u8 = u8);
-    )*};
-}
-
-macro_rules! float_types {
-    ($($check:ident),*) => {$(
-        instantiate!($check: f32 = f32, f64 = f64, f16 = super::F16, bf16 = super::BF16);
-    )*};
-}
 
 every_type!(
     rows_every_length,

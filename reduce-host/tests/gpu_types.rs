@@ -1,6 +1,7 @@
 //! GPU tests of every element type (f32, f64, f16, bf16, i32, u32, i64, u64, u8) against the CPU references:
 //! each check is one generic function, instantiated per type as `<check>::<type>`, e.g. `specials::bf16`.
 //! Ignored without a GPU. (f32 at 2^26 elements, launch shapes and errors are in `gpu_reduce.rs`.)
+#[macro_use]
 mod common;
 
 use common::*;
@@ -8,34 +9,6 @@ use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::{Stream, StreamFlags};
 use reduce_host::Policy;
 use reduce_host::{BF16, Combine, DeviceView, F16, Indexed};
-
-/// `#[test] fn <type>() { <check>::<T>() }` for each listed type, in a module named after the check.
-macro_rules! instantiate {
-    ($check:ident: $($name:ident = $t:ty),*) => {
-        mod $check {
-            $(
-                #[test]
-                #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
-                fn $name() {
-                    super::$check::<$t>();
-                }
-            )*
-        }
-    };
-}
-
-macro_rules! every_type {
-    ($($check:ident),*) => {$(
-        instantiate!($check: f32 = f32, f64 = f64, f16 = super::F16, bf16 = super::BF16, i32 = i32, u32 = u32,
-                     i64 = i64, u64 = u64, u8 = u8);
-    )*};
-}
-
-macro_rules! float_types {
-    ($($check:ident),*) => {$(
-        instantiate!($check: f32 = f32, f64 = f64, f16 = super::F16, bf16 = super::BF16);
-    )*};
-}
 
 macro_rules! int_types {
     ($($check:ident),*) => {$(

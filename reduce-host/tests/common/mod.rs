@@ -2,6 +2,9 @@
 //! the CPU reference, generic over every element type.
 #![allow(dead_code)]
 
+#[macro_use]
+mod instantiate;
+
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy, DeviceSlice};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

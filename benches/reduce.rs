@@ -23,7 +23,7 @@ use support::plot::{self, Series};
 use support::pool::Pool;
 use support::timing;
 
-type BoxError = Box<dyn std::error::Error>;
+use support::BoxError;
 
 /// The H200's datasheet bandwidth.
 const DATASHEET_GBPS: f64 = 4800.0;
@@ -268,14 +268,7 @@ fn sum_ok(got: f32, host: &[f32]) -> bool {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    support::main("bench", run)
 }
 
 fn run() -> Result<bool, BoxError> {
@@ -290,12 +283,7 @@ fn run() -> Result<bool, BoxError> {
             .collect::<Result<_, _>>()?,
         None => vec![(1 << 26) + 3, 1 << 28],
     };
-    let gpu = match Gpu::new() {
-        Err(reduce_host::Error::NoDevice(e)) => {
-            return Err(format!("no CUDA GPU on this machine ({e})").into());
-        }
-        r => r?,
-    };
+    let gpu = support::open_gpu()?;
     let info = gpu.info().clone();
     let l2 = cust::device::Device::get_device(0)?
         .get_attribute(cust::device::DeviceAttribute::L2CacheSize)? as usize;

@@ -22,7 +22,7 @@ use reduce_host::{
 use support::cub::Cub;
 use support::timing;
 
-type BoxError = Box<dyn std::error::Error>;
+use support::BoxError;
 
 /// The read ceiling the issue measures against, bytes per µs (4.47 TB/s).
 const CEILING_BYTES_PER_US: f64 = 4.47e6;
@@ -128,23 +128,11 @@ struct Row {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("segmented bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    support::main("segmented bench", run)
 }
 
 fn run() -> Result<bool, BoxError> {
-    let gpu = match Gpu::new() {
-        Err(reduce_host::Error::NoDevice(e)) => {
-            return Err(format!("no CUDA GPU on this machine ({e})").into());
-        }
-        r => r?,
-    };
+    let gpu = support::open_gpu()?;
     let stream = gpu.stream()?;
     let mut seg = DeviceSegmentedReduce::with_gpu(&gpu)?;
     let shapes = shapes();

@@ -15,7 +15,7 @@ use reduce_host::{BF16, DeviceHistogram, DeviceReduce, DeviceSelect, F16, Gpu, G
 use support::cub::Cub;
 use support::timing;
 
-type BoxError = Box<dyn std::error::Error>;
+use support::BoxError;
 
 const N: usize = 1 << 28;
 
@@ -28,14 +28,7 @@ struct Row {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("toolbox bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    support::main("toolbox bench", run)
 }
 
 fn time(
@@ -47,12 +40,7 @@ fn time(
 }
 
 fn run() -> Result<bool, BoxError> {
-    let gpu = match Gpu::new() {
-        Err(reduce_host::Error::NoDevice(e)) => {
-            return Err(format!("no CUDA GPU on this machine ({e})").into());
-        }
-        r => r?,
-    };
+    let gpu = support::open_gpu()?;
     let stream = gpu.stream()?;
     let mut failures = Vec::new();
     let mut rng = SmallRng::seed_from_u64(77);

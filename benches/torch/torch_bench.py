@@ -108,20 +108,7 @@ def main():
     for n in sizes:
         copies = max(1, min(64, -(-3 * l2 // (4 * n))))
         xs = inputs(op, n, copies)
-        for i in range(5):
-            run(op, xs[i % copies])
-        torch.cuda.synchronize()
-        times = []
-        samples = max(21, min(2000, int(0.3e6 / max(1.0, n * 4 / 4e3))))
-        for i in range(samples):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            run(op, xs[i % copies])
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1e3)
-        times.sort()
-        us = times[len(times) // 2]
+        us = time_calls(lambda k: run(op, xs[k]), copies, n)
         print(f"torch,{op},{n},{us:.3f},{n * 4 / us / 1e3:.3f}", flush=True)
 
 

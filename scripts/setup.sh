@@ -327,6 +327,13 @@ _rsetup_install() {
         for c in $targets; do args+=(--target "$c"); done
         rustup "${args[@]}" >&2
     fi
+    # Without a default toolchain (a rustup installed by this script has none), the first toolchain the
+    # build installs, the kernels' nightly, would become the default of every other crate of the user:
+    # make it the workspace's stable one instead.
+    if ! rustup toolchain list 2>/dev/null | grep -q '(default)'; then
+        _rsetup_log "setting rustup's default toolchain to $channel (there was none)"
+        rustup default "$channel" >&2
+    fi
 
     # --- 2. libcuda ---------------------------------------------------------
     local cudadir="$deps/cuda/lib64" driver=""
@@ -630,7 +637,7 @@ if [ "${BASH_SOURCE[0]}" != "$0" ]; then
     _rsetup_rc=0
     SETUP_PTXAS=${SETUP_PTXAS-} DEBIAN_MIRROR=${DEBIAN_MIRROR-} \
         NVCC_WHEEL_VERSION=${NVCC_WHEEL_VERSION-} NVCC_WHEEL_SHA256=${NVCC_WHEEL_SHA256-} \
-        bash "${BASH_SOURCE[0]}" || _rsetup_rc=$?
+        _RSETUP_SOURCED=1 bash "${BASH_SOURCE[0]}" || _rsetup_rc=$?
     if [ "$_rsetup_rc" = 0 ]; then
         _rsetup_export || _rsetup_rc=$?
     else
@@ -658,5 +665,7 @@ else
         esac
     done
     unset _rsetup_arg
-    _rsetup_install
+    _rsetup_install || exit $?
+    # A sourcing script logs its own "ready" line after the exports.
+    [ -n "${_RSETUP_SOURCED:-}" ] || _rsetup_log "done: plain cargo works in this checkout"
 fi

@@ -160,7 +160,10 @@ fn ensure_toolchain(channel: &str) {
             .arg("--version")
             .env("RUSTUP_AUTO_INSTALL", "0"),
     ) {
-        println!("cargo:warning=installed Rust {channel} for the kernels (a one-time step)");
+        // Worded to stay true when cargo repeats the warning on later, cached builds.
+        println!(
+            "cargo:warning=the kernels' Rust {channel} was installed through rustup (once, by this build)"
+        );
         let mut install = Command::new("rustup");
         // No self-update: the rustup on the PATH may belong to another home, where updating itself fails.
         install.args([
@@ -197,7 +200,7 @@ fn ensure_toolchain(channel: &str) {
         .collect();
     if !missing.is_empty() {
         println!(
-            "cargo:warning=added {} to Rust {channel} for the kernels (a one-time step)",
+            "cargo:warning=the kernels' Rust {channel} got {} through rustup (once, by this build)",
             missing.join(", ")
         );
         if !installed(

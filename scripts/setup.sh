@@ -330,7 +330,8 @@ _rsetup_install() {
     # Without a default toolchain (a rustup installed by this script has none), the first toolchain the
     # build installs, the kernels' nightly, would become the default of every other crate of the user:
     # make it the workspace's stable one instead.
-    if ! rustup toolchain list 2>/dev/null | grep -q '(default)'; then
+    # rustup marks it "(default)" or "(active, default)".
+    if ! rustup toolchain list 2>/dev/null | grep -q 'default)'; then
         _rsetup_log "setting rustup's default toolchain to $channel (there was none)"
         rustup default "$channel" >&2
     fi

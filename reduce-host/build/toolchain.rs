@@ -162,7 +162,7 @@ fn ensure_toolchain(channel: &str) {
     ) {
         // Worded to stay true when cargo repeats the warning on later, cached builds.
         println!(
-            "cargo:warning=the kernels' Rust {channel} was installed through rustup (once, by this build)"
+            "cargo:warning=the kernels build with Rust {channel}, which the first build installed through rustup"
         );
         let mut install = Command::new("rustup");
         // No self-update: the rustup on the PATH may belong to another home, where updating itself fails.
@@ -200,7 +200,7 @@ fn ensure_toolchain(channel: &str) {
         .collect();
     if !missing.is_empty() {
         println!(
-            "cargo:warning=the kernels' Rust {channel} got {} through rustup (once, by this build)",
+            "cargo:warning=the kernels' Rust {channel} needs {}, which the first build added through rustup",
             missing.join(", ")
         );
         if !installed(

@@ -118,7 +118,7 @@ macro_rules! segmented_kernels {
 }
 
 /// Exports the reproducible sum's kernels of each float type: `repro_chunks_<type>` and
-/// `repro_combine_<type>`, and the per-segment `repro_segment_warp_<type>` and `repro_segment_block_<type>`.
+/// `repro_combine_<type>`, and the per-segment `repro_segment_{warp,block,chunks,combine}_<type>`.
 macro_rules! repro_kernels {
     ($($ty:ident),* $(,)?) => {$(
         mod ${concat(sum_, $ty)} {
@@ -157,6 +157,22 @@ macro_rules! repro_kernels {
             pub unsafe extern "ptx-kernel" fn segment_block(p: crate::reproducible::SegmentParams<E>) {
                 // SAFETY: the host passes valid buffers and the shared memory (launch contract).
                 unsafe { crate::reproducible::segments_block::<E>(p) }
+            }
+
+            /// # Safety
+            /// See [`crate::reproducible::segments_chunks`].
+            #[unsafe(export_name = kernel_name!(repro segment_chunks $ty))]
+            pub unsafe extern "ptx-kernel" fn segment_chunks(p: crate::reproducible::SegmentParams<E>) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::reproducible::segments_chunks::<E>(p) }
+            }
+
+            /// # Safety
+            /// See [`crate::reproducible::segments_combine`].
+            #[unsafe(export_name = kernel_name!(repro segment_combine $ty))]
+            pub unsafe extern "ptx-kernel" fn segment_combine(p: crate::reproducible::SegmentParams<E>) {
+                // SAFETY: the host passes valid buffers and the shared memory (launch contract).
+                unsafe { crate::reproducible::segments_combine::<E>(p) }
             }
         }
     )*};

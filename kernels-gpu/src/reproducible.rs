@@ -10,10 +10,12 @@
 //!   in-register steps (`k` with `k + 4`, `k + 2`, `k + 1`) then five shuffles (lanes `l + 16 … l + 1`).
 //! - [`combine`]: one block of any size; thread `t` computes virtual lanes `t, t + blockDim, …` of the 1024,
 //!   parks them in shared memory, and the block walks the same stride-halving tree with a barrier per level.
-//! - Per segment ([`segments_warp`], [`segments_block`]): the same two steps for each segment of a segmented
-//!   call, so a segment's sum has the bits of the device-wide sum of its elements: a warp per segment of at
-//!   most one chunk, or a block per segment whose warps merge their chunk partials straight into the combine
-//!   lanes in shared memory.
+//! - Per segment: the same two steps for each segment of a segmented call, so a segment's sum has the bits
+//!   of the device-wide sum of its elements: a warp per segment of at most one chunk ([`segments_warp`]), a
+//!   block per longer segment whose warps merge their chunk partials straight into the combine lanes in
+//!   shared memory ([`segments_block`], which also gives the short segments of mixed lengths a warp each),
+//!   or, for rows too few to fill the GPU, [`chunks`] and [`combine`] per row ([`segments_chunks`],
+//!   [`segments_combine`]).
 use core::mem::MaybeUninit;
 
 use reduce_contract::reproducible::{
@@ -22,7 +24,7 @@ use reduce_contract::reproducible::{
 
 use crate::arch::{self, load_nc};
 use crate::half::{BF16, F16};
-use crate::segmented::segment;
+use crate::segmented::{Segment, segment};
 use crate::shuffle::{Shuffle, shfl_down};
 use crate::warp::FULL_MASK;
 use reduce_contract::params::SegmentedParams;
@@ -204,8 +206,9 @@ unsafe fn chunk_partial<E: ReproElement>(base: *const E, len: usize, prefetch: b
             r += E::BATCH;
         }
     } else {
-        // The short last chunk: elements past its end are skipped, not added as zeros.
-        for r in 0..CHUNK_ROUNDS {
+        // The short last chunk: elements past its end are skipped, not added as zeros, and so are the
+        // rounds past it (a segment of 4 elements loops once, not CHUNK_ROUNDS times).
+        for r in 0..len.div_ceil(CHUNK_LANES) {
             unroll!(K in [0, 1, 2, 3, 4, 5, 6, 7] {
                 let i = r * CHUNK_LANES + 32 * K + lane;
                 if i < len {
@@ -310,45 +313,112 @@ unsafe fn combine_tree<E: ReproElement>(slots: *mut E::Acc) -> E::Acc {
     }
 }
 
-/// The parameters of the per-segment kernels: the segmented family's, with one result per segment.
-pub type SegmentParams<E> = SegmentedParams<E, <E as ReproElement>::Out>;
+/// The parameters of the per-segment kernels: the segmented family's, with one result per segment and the
+/// chunk accumulators of split rows as partials.
+pub type SegmentParams<E> = SegmentedParams<E, <E as ReproElement>::Out, <E as ReproElement>::Acc>;
 
-/// Per-segment reproducible sums, a **warp** per segment, for segments of at most one chunk: the chunk's
-/// partial, then the combine as it goes for a single partial (slot 0 is `ZERO.merge(partial)`, every other
-/// slot `ZERO`, and slot 0 merges one of them at each of the tree's ten levels), so each result has the
-/// bits of [`combine`] over that one partial.
+/// The reproducible sum of a segment of at most one chunk, by the calling warp: the chunk's partial, then
+/// the combine as it goes for a single partial (slot 0 is `ZERO.merge(partial)`, every other slot `ZERO`,
+/// and slot 0 merges one of them at each of the tree's ten levels), so the result has the bits of
+/// [`combine`] over that one partial. Valid in lane 0.
+///
+/// # Safety
+/// `seg` valid for `len <= CHUNK` reads; the whole warp calls it, converged.
+#[inline(always)]
+unsafe fn warp_segment<E: ReproElement>(seg: Segment<E>) -> E::Out {
+    // SAFETY: forwarded to the caller.
+    let partial = unsafe { chunk_partial::<E>(seg.start, seg.len.min(CHUNK) as usize, false) };
+    let mut a = E::Acc::ZERO.merge(partial);
+    let mut w = COMBINE_LANES / 2;
+    while w >= 1 {
+        a = a.merge(E::Acc::ZERO);
+        w /= 2;
+    }
+    E::finish(a)
+}
+
+/// Per-segment reproducible sums of segments of at most one chunk: a warp per segment
+/// ([`warp_segment`]), or, with `p.width` below 32, tiles of `width` lanes for segments of at most `width`
+/// elements ([`tile_segment`]), `32 / width` per warp.
 ///
 /// # Safety
 /// The segmented launch contract (see [`crate::segmented::segment`]); every segment at most [`CHUNK`]
-/// elements (rows: the host checks); whole warps.
+/// elements, and at most `width` when `width < 32` (rows: the host checks); `width` a power of two; whole
+/// warps.
 #[inline(always)]
 pub unsafe fn segments_warp<E: ReproElement>(p: SegmentParams<E>) {
     let warps = arch::grid_threads() / 32;
+    if p.width < 32 {
+        // SAFETY: forwarded.
+        unsafe { segments_tile::<E>(p, warps) };
+        return;
+    }
     let mut s = arch::global_thread_idx() / 32;
     // Warp-uniform: every lane of a warp has the same `s`.
     while s < p.count {
-        // SAFETY: s < count; the launch contract makes the segment valid for reads.
-        let seg = unsafe { segment(&p, s) };
-        // SAFETY: the segment holds `len <= CHUNK` valid elements; the whole warp is here.
-        let partial = unsafe { chunk_partial::<E>(seg.start, seg.len.min(CHUNK) as usize, false) };
+        // SAFETY: s < count; the launch contract makes the segment valid for reads, of at most CHUNK
+        // elements; the whole warp is here.
+        let r = unsafe { warp_segment::<E>(segment(&p, s)) };
         if arch::lane_id() == 0 {
-            let mut a = E::Acc::ZERO.merge(partial);
-            let mut w = COMBINE_LANES / 2;
-            while w >= 1 {
-                a = a.merge(E::Acc::ZERO);
-                w /= 2;
-            }
             // SAFETY: s < count results.
-            unsafe { p.out.add(s as usize).write(E::finish(a)) };
+            unsafe { p.out.add(s as usize).write(r) };
         }
         s += warps;
     }
 }
 
-/// Per-segment reproducible sums, a **block** per segment, any length: warp `w` of `W` (`W` divides
-/// [`COMBINE_LANES`]) sums chunks `w, w + W, …` of the segment in order and merges each partial into combine
-/// slot `chunk mod COMBINE_LANES` in shared memory; so slot `v` merges partials `v, v + 1024, …` in order,
-/// all in one warp, as step 3 has it. Then [`combine_tree`].
+/// [`segments_warp`] with tiles of `p.width < 32` lanes. A segment of `len <= width` elements gives the chunk
+/// algorithm's virtual lane `v < len` element `v` alone (round 0, `k = 0`) and every other lane `ZERO`; a
+/// merge with `ZERO` leaves every accumulator the algorithm can reach as it is (an f64 built from `ZERO`
+/// is never −0, and the compensated pair's error term stays +0 or finite), so the chunk's tree and the
+/// combine's reduce to the tile's tree over its `width` lanes: lane `l` merges lane `l + w` for `w =
+/// width / 2, …, 1`, which is what [`warp_segment`]'s shuffles do in lanes below `width`. The GPU tests
+/// check the bits against the CPU algorithm at every tile width.
+///
+/// # Safety
+/// As [`segments_warp`].
+#[inline(always)]
+unsafe fn segments_tile<E: ReproElement>(p: SegmentParams<E>, warps: u64) {
+    // Shifts, not divisions: `width` is a power of two, and a division would carry a divide-by-zero panic.
+    let shift = p.width.trailing_zeros().min(5);
+    let width = 1u32 << shift;
+    let per_warp = 32u64 >> shift;
+    let lane = arch::lane_id() as u64;
+    let rank = lane & (width as u64 - 1);
+    let mut base = arch::global_thread_idx() / 32 * per_warp;
+    // `base` is warp-uniform, so the whole warp reaches each shuffle.
+    while base < p.count {
+        let s = base + (lane >> shift);
+        let mut a = E::Acc::ZERO;
+        if s < p.count {
+            // SAFETY: s < count; the launch contract makes the segment valid for reads.
+            let seg = unsafe { segment(&p, s) };
+            if rank < seg.len {
+                // SAFETY: rank < len.
+                a = a.add(unsafe { E::load(seg.start.add(rank as usize)) }.widen());
+            }
+        }
+        let mut w = width >> 1;
+        while w >= 1 {
+            // SAFETY: every lane of the warp is here; tiles of `width` lanes shuffle separately.
+            a = a.merge(unsafe { shfl_down(a, w, width, FULL_MASK) });
+            w >>= 1;
+        }
+        if s < p.count && rank == 0 {
+            // SAFETY: s < count results.
+            unsafe { p.out.add(s as usize).write(E::finish(a)) };
+        }
+        base += warps * per_warp;
+    }
+}
+
+/// Per-segment reproducible sums of any length (offsets, or rows longer than a chunk), `G = p.width`
+/// segments per block at a time (`G` at most the block's `W` warps, `W` a divisor of [`COMBINE_LANES`]):
+/// warp `w < G` sums the group's segment `w` alone when it is one chunk at most ([`warp_segment`]); then
+/// the whole block sums the group's longer segments
+/// one by one: warp `w` sums chunks `w, w + W, …` of the segment in order and merges each partial into
+/// combine slot `chunk mod COMBINE_LANES` in shared memory, so slot `v` merges partials `v, v + 1024, …` in
+/// order, all in one warp, as step 3 has it; then [`combine_tree`].
 ///
 /// # Safety
 /// The segmented launch contract (see [`crate::segmented::segment`]); `blockDim.x` a power of two from 32
@@ -360,25 +430,121 @@ pub unsafe fn segments_block<E: ReproElement>(p: SegmentParams<E>) {
     let (warp, warps) = ((t / 32) as u64, (threads / 32) as u64);
     // SAFETY: the launch provides COMBINE_LANES slots of up to 16 bytes.
     let slots = unsafe { arch::shared::<E::Acc>() };
-    let mut s = arch::block_idx() as u64;
-    while s < p.count {
-        // SAFETY: s < count; the launch contract makes the segment valid for reads.
-        let seg = unsafe { segment(&p, s) };
-        let mut v = t;
-        while v < COMBINE_LANES {
-            // SAFETY: v < COMBINE_LANES.
-            unsafe { slots.add(v).write(E::Acc::ZERO) };
-            v += threads;
+    // `min` then `max`, not `clamp`, which carries a panic path for `warps = 0`.
+    let per_group = (p.width as u64).min(warps).max(1);
+    let mut group = arch::block_idx() as u64 * per_group;
+    // `group` is block-uniform, and so is every segment's length below (all threads read the same
+    // offsets), so all of the block reaches each barrier.
+    while group < p.count {
+        let mine = group + warp;
+        if warp < per_group && mine < p.count {
+            // SAFETY: mine < count; the launch contract makes the segment valid for reads.
+            let seg = unsafe { segment(&p, mine) };
+            if seg.len <= CHUNK {
+                // SAFETY: one chunk at most; `mine` is warp-uniform, so the whole warp is here.
+                let r = unsafe { warp_segment::<E>(seg) };
+                if arch::lane_id() == 0 {
+                    // SAFETY: mine < count results.
+                    unsafe { p.out.add(mine as usize).write(r) };
+                }
+            }
         }
-        // SAFETY: every thread reaches it; the zeros are written before any merge below.
-        unsafe { arch::sync_threads() };
-        let chunks = seg.len.div_ceil(CHUNK);
-        let mut c = warp;
-        while c < chunks {
-            let first = c * CHUNK;
-            // SAFETY: first < len; the chunk's elements lie in the segment; the whole warp is here (the
-            // loop is warp-uniform).
-            let partial = unsafe {
+        let mut s = group;
+        while s < p.count.min(group + per_group) {
+            // SAFETY: s < count; the launch contract makes the segment valid for reads.
+            let seg = unsafe { segment(&p, s) };
+            if seg.len > CHUNK {
+                // SAFETY: every thread of the block is here (the length is block-uniform).
+                let r = unsafe { block_segment::<E>(seg, slots, warp, warps) };
+                if t == 0 {
+                    // SAFETY: s < count results.
+                    unsafe { p.out.add(s as usize).write(r) };
+                }
+            }
+            s += 1;
+        }
+        group += arch::grid_dim() as u64 * per_group;
+    }
+}
+
+/// The reproducible sum of `seg` by the whole block (see [`segments_block`]), in thread 0; leaves the slots
+/// free for the next call.
+///
+/// # Safety
+/// `seg` valid for reads; every thread of the block calls it; `slots` holds [`COMBINE_LANES`] accumulators
+/// that no thread uses meanwhile; `warps` divides [`COMBINE_LANES`].
+#[inline(always)]
+unsafe fn block_segment<E: ReproElement>(
+    seg: Segment<E>,
+    slots: *mut E::Acc,
+    warp: u64,
+    warps: u64,
+) -> E::Out {
+    let t = arch::thread_idx() as usize;
+    let threads = arch::block_dim() as usize;
+    let mut v = t;
+    while v < COMBINE_LANES {
+        // SAFETY: v < COMBINE_LANES.
+        unsafe { slots.add(v).write(E::Acc::ZERO) };
+        v += threads;
+    }
+    // SAFETY: every thread reaches it; the zeros are written before any merge below.
+    unsafe { arch::sync_threads() };
+    let chunks = seg.len.div_ceil(CHUNK);
+    let mut c = warp;
+    while c < chunks {
+        let first = c * CHUNK;
+        // SAFETY: first < len; the chunk's elements lie in the segment; the whole warp is here (the loop is
+        // warp-uniform).
+        let partial = unsafe {
+            chunk_partial::<E>(
+                seg.start.add(first as usize),
+                (seg.len - first).min(CHUNK) as usize,
+                false,
+            )
+        };
+        if arch::lane_id() == 0 {
+            let slot = (c % COMBINE_LANES as u64) as usize;
+            // SAFETY: slot < COMBINE_LANES; only this warp touches it (c ≡ warp mod W, W | 1024).
+            unsafe { slots.add(slot).write(slots.add(slot).read().merge(partial)) };
+        }
+        c += warps;
+    }
+    // SAFETY: every thread of the block is here; the tree's first barrier orders the merges above.
+    let r = unsafe { combine_tree::<E>(slots) };
+    // SAFETY: every thread reaches it; the next call's zeros wait for thread 0's read of slot 0.
+    unsafe { arch::sync_threads() };
+    E::finish(r)
+}
+
+/// Per-segment reproducible sums of rows too few to fill the GPU a block each, first pass: the partial of
+/// chunk `c` of row `s` into `partials[s · pieces + c]`, a warp per (row, chunk) pair striding over all of
+/// them, so a few long rows use every SM. [`segments_combine`] then combines each row's partials as
+/// [`combine`] does the device-wide ones: the bits are the device-wide sum's of the row.
+///
+/// # Safety
+/// The segmented launch contract for rows (see [`crate::segmented::segment`]) with `pieces` =
+/// `ceil(len / CHUNK)` and `partials` valid for `count · pieces` writes; whole warps.
+#[inline(always)]
+pub unsafe fn segments_chunks<E: ReproElement>(p: SegmentParams<E>) {
+    // At least 1, so the divisions carry no divide-by-zero panic.
+    let pieces = (p.pieces as u64).max(1);
+    let total = p.count * pieces;
+    let warps = arch::grid_threads() / 32;
+    // Warp-uniform: every lane of a warp has the same `id`, and (s, c) = (id / pieces, id % pieces),
+    // stepped without a division per chunk (a 64-bit division is a call, whose saved registers spilled the
+    // half-precision kernels' 64 loads in flight).
+    let mut id = arch::global_thread_idx() / 32;
+    let (mut s, mut c) = (id / pieces, id % pieces);
+    let (ds, dc) = (warps / pieces, warps % pieces);
+    while id < total {
+        // SAFETY: s < count; rows lie inside the input (the host checks).
+        let seg = unsafe { segment(&p, s) };
+        let first = c * CHUNK;
+        if first < seg.len {
+            // SAFETY: first < len, so the chunk's `min(len - first, CHUNK)` elements lie in the row; the
+            // whole warp is here (`id` is warp-uniform).
+            let a = unsafe {
                 chunk_partial::<E>(
                     seg.start.add(first as usize),
                     (seg.len - first).min(CHUNK) as usize,
@@ -386,19 +552,39 @@ pub unsafe fn segments_block<E: ReproElement>(p: SegmentParams<E>) {
                 )
             };
             if arch::lane_id() == 0 {
-                let slot = (c % COMBINE_LANES as u64) as usize;
-                // SAFETY: slot < COMBINE_LANES; only this warp touches it (c ≡ warp mod W, W | 1024).
-                unsafe { slots.add(slot).write(slots.add(slot).read().merge(partial)) };
+                // SAFETY: id < count · pieces partials.
+                unsafe { p.partials.add(id as usize).write(a) };
             }
-            c += warps;
         }
-        // SAFETY: every thread of the block is here; the tree's first barrier orders the merges above.
-        let r = unsafe { combine_tree::<E>(slots) };
-        if t == 0 {
-            // SAFETY: s < count results.
-            unsafe { p.out.add(s as usize).write(E::finish(r)) };
+        id += warps;
+        (s, c) = (s + ds, c + dc);
+        if c >= pieces {
+            (s, c) = (s + 1, c - pieces);
         }
-        // SAFETY: every thread reaches it; the next segment's zeros wait for thread 0's read of slot 0.
+    }
+}
+
+/// Second pass of split rows: block `b` combines row `b`'s `pieces` partials (blocks striding over the
+/// rows) with [`combine`], and writes `out[b]`.
+///
+/// # Safety
+/// `partials` valid for `count · pieces` reads (written by [`segments_chunks`] before), `out` for `count`
+/// writes; `blockDim.x` a multiple of 32, with `COMBINE_SHARED_BYTES` of dynamic shared memory.
+#[inline(always)]
+pub unsafe fn segments_combine<E: ReproElement>(p: SegmentParams<E>) {
+    let pieces = p.pieces as u64;
+    let mut s = arch::block_idx() as u64;
+    // `s` is block-uniform, so every thread reaches the barriers in `combine` and below.
+    while s < p.count {
+        // SAFETY: the row's partials lie at s · pieces .. (s + 1) · pieces; s < count results.
+        unsafe {
+            combine::<E>(
+                p.partials.add((s * pieces) as usize),
+                pieces,
+                p.out.add(s as usize),
+            )
+        };
+        // SAFETY: every thread reaches it; the next row's slot writes wait for this row's last tree level.
         unsafe { arch::sync_threads() };
         s += arch::grid_dim() as u64;
     }

@@ -225,8 +225,9 @@ pub enum Module {
     /// The reproducible sum of a float element (f32, f64, f16 or bf16): `chunks`, `combine`
     /// ([`ReproKernel`] order).
     ReproSum(Elem),
-    /// Per-segment reproducible sums of a float element: `segment_warp`, `segment_block`
-    /// ([`ReproSegmentsKernel`] order); they take [`crate::params::SegmentedParams`].
+    /// Per-segment reproducible sums of a float element: `segment_warp`, `segment_block`,
+    /// `segment_chunks`, `segment_combine` ([`ReproSegmentsKernel`] order); they take
+    /// [`crate::params::SegmentedParams`].
     ReproSegments(Elem),
 }
 
@@ -347,7 +348,7 @@ pub enum SegmentedKernel {
     /// `pieces` blocks per segment, each reducing `piece` chunks into `partials[s · pieces + p]`: with one
     /// piece (and `partials` = `out`) a block per segment; with more, the first pass of very long segments.
     Block,
-    /// One warp per segment combining its `pieces` partials in a fixed order (second pass).
+    /// One block per segment combining its `pieces` partials in a fixed order (second pass).
     Combine,
 }
 
@@ -366,8 +367,14 @@ pub enum ReproKernel {
 pub enum ReproSegmentsKernel {
     /// A warp per segment of at most one chunk.
     Warp,
-    /// A block per segment, any length.
+    /// Any lengths: a block per group of segments (as many as it has warps), a warp per segment of at most
+    /// one chunk and the whole block per longer one.
     Block,
+    /// Rows split into chunks, first pass: a warp per (row, chunk) pair, any grid; `pieces` chunks per
+    /// row, their accumulators into `partials`, row-major.
+    SplitChunks,
+    /// Rows split into chunks, second pass: a block per row combines its `pieces` partials.
+    SplitCombine,
 }
 
 /// The kernels of a histogram module, in slot order.
@@ -702,7 +709,12 @@ macro_rules! repro_segments_table {
         static REPRO_SEGMENTS: [ModuleSpec; REPRO_ELEMS] = [$(ModuleSpec {
             module: Module::ReproSegments(elem!($ty)),
             name: concat!("repro_segments_", stringify!($ty)),
-            kernels: &[name!(repro segment_warp $ty), name!(repro segment_block $ty)],
+            kernels: &[
+                name!(repro segment_warp $ty),
+                name!(repro segment_block $ty),
+                name!(repro segment_chunks $ty),
+                name!(repro segment_combine $ty),
+            ],
         }),*];
     };
 }

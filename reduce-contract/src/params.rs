@@ -105,7 +105,7 @@ pub struct SelectParams<T> {
 /// elements `s · stride .. s · stride + len`) or `begin[s] .. end[s]` of `input` (offsets).
 #[repr(C)]
 #[derive(Debug)]
-pub struct SegmentedParams<In, Acc> {
+pub struct SegmentedParams<In, Acc, Partial = Acc> {
     /// The elements every segment lies in.
     pub input: *const In,
     /// Elements of `input`: offsets past it mark a segment as bad (see `error`).
@@ -129,8 +129,9 @@ pub struct SegmentedParams<In, Acc> {
     pub pieces: u32,
     /// `block`: 16-byte chunks per piece (`u64::MAX` for one piece per segment).
     pub piece: u64,
-    /// `block`/`combine`: `count · pieces` partials, segment-major (`out` itself with one piece).
-    pub partials: *mut Acc,
+    /// `block`/`combine`: `count · pieces` partials, segment-major (`out` itself with one piece). The
+    /// reproducible sums' split rows keep their chunk accumulators here (`Partial`, wider than the result).
+    pub partials: *mut Partial,
     /// `count` results.
     pub out: *mut Acc,
 }
@@ -164,12 +165,12 @@ impl<In, Acc> Clone for ReduceParams<In, Acc> {
 impl<In, Acc> Copy for ReduceParams<In, Acc> {}
 
 // Copy whatever the element types: the struct holds only pointers to them and plain numbers.
-impl<In, Acc> Clone for SegmentedParams<In, Acc> {
+impl<In, Acc, Partial> Clone for SegmentedParams<In, Acc, Partial> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<In, Acc> Copy for SegmentedParams<In, Acc> {}
+impl<In, Acc, Partial> Copy for SegmentedParams<In, Acc, Partial> {}
 
 // Copy whatever the element types: the struct holds only pointers to them and plain numbers.
 impl<T, C> Clone for HistogramParams<T, C> {

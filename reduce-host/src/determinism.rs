@@ -58,7 +58,8 @@ pub enum Determinism {
     /// **Cost:** two launches (a warp per chunk, then one block), 16 bytes of scratch per 8192 elements
     /// (kept by the handle and grown to the longest input), and each warp waits on its chunk's 32 rounds
     /// of loads, so short inputs take longer than with `RunToRun` (measured in docs/PERFORMANCE.md). Segmented
-    /// sums take one launch: a warp per row of at most 8192 elements, else a block per segment (see
+    /// sums map the same arithmetic onto tiles, warps or blocks per segment, or split few long rows into
+    /// chunks (see
     /// [`DeviceSegmentedReduce::set_determinism`](crate::DeviceSegmentedReduce::set_determinism)).
     GpuToGpu,
 }

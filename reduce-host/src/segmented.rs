@@ -117,9 +117,11 @@ impl DeviceSegmentedReduce {
     /// With [`Determinism::GpuToGpu`] each segment's sum has the bits that
     /// [`DeviceReduce::sum`](crate::DeviceReduce::sum) under `GpuToGpu`, and
     /// [`cpu::sum_reproducible`](crate::cpu::sum_reproducible), give its elements: the same on every GPU,
-    /// for every layout, offset and alignment, with the error bound documented there. Rows of at most 8192
-    /// elements take a warp each, other segments a block each (so a few very long segments run on a few
-    /// SMs: sum those with `DeviceReduce`, which gives the same bits).
+    /// for every layout, offset and alignment, with the error bound documented there. Rows of at most 32
+    /// elements take a tile of 1–32 lanes each, rows up to 8192 a warp each; longer rows a block each, or,
+    /// when they are too few to fill the GPU, a warp per 8192-element chunk and then a block per row. Offset
+    /// segments take a warp each up to 8192 elements and their block beyond (so a few very long offset
+    /// segments run on a few SMs: sum those with `DeviceReduce`, which gives the same bits).
     ///
     /// ```no_run
     /// use reduce_host::cust::memory::DeviceBuffer;
@@ -134,6 +136,14 @@ impl DeviceSegmentedReduce {
     /// ```
     pub fn set_determinism(&mut self, determinism: Determinism) {
         self.determinism = determinism;
+    }
+
+    /// Forces how the reproducible sums of rows longer than 8192 elements run (`Some(true)`: split into
+    /// chunks over the whole GPU; `Some(false)`: a block per row; `None`: by the row count), so tests can
+    /// check that the choice does not change the bits.
+    #[doc(hidden)]
+    pub fn set_reproducible_split(&mut self, split: Option<bool>) {
+        self.scratch.repro_split = split;
     }
 
     /// The module of a sum of `T`: the reproducible kernels for float sums under `GpuToGpu`.

@@ -73,6 +73,14 @@ fn pattern<T: Repro>(n: usize, which: u32, seed: u64) -> Vec<T> {
     if n > 0 {
         match which {
             3 => v[n / 2] = T::from_f64(f64::NAN),
+            // Signed zeros among the values, and one row-sized run of −0 alone (a sum of −0s is +0).
+            6 => {
+                for (i, x) in v.iter_mut().enumerate() {
+                    if i % 3 == 0 || i < 40 {
+                        *x = T::from_f64(-0.0);
+                    }
+                }
+            }
             4 => v[0] = T::from_f64(f64::INFINITY),
             5 => {
                 v[n - 1] = T::from_f64(f64::INFINITY);
@@ -101,7 +109,7 @@ fn sizes() -> Vec<usize> {
 fn gpu_matches_cpu<T: Repro>() {
     let mut reduce = reproducible();
     for n in sizes() {
-        for which in 0..6 {
+        for which in 0..7 {
             let host = pattern::<T>(n, which, n as u64 * 7 + which as u64);
             let want = cpu::sum_reproducible(&host);
             let buf = DeviceBuffer::from_slice(&host).unwrap();
@@ -328,6 +336,14 @@ fn segmented_matches_cpu<T: Repro>() {
     let rows_cases = [
         (4, 0, 2),
         (7, 1, 3),
+        // Tiles of 2, 4, 8, 16 and 32 lanes per row.
+        (9, 2, 3),
+        (10, 4, 4),
+        (6, 7, 9),
+        (5, 16, 16),
+        (4, 17, 21),
+        (3, 32, 32),
+        (3, 33, 35),
         (33, 100, 101),
         (9, C, C),
         (5, C + 1, C + 3),
@@ -339,21 +355,26 @@ fn segmented_matches_cpu<T: Repro>() {
         if n > max_n() {
             continue;
         }
-        for which in [0, 1, 3] {
+        for which in [0, 1, 3, 4, 5, 6] {
             let host = pattern::<T>(n, which, (i * 10 + which as usize) as u64);
             let buf = DeviceBuffer::from_slice(&host).unwrap();
             let out = DeviceBuffer::from_slice(&vec![T::Out::default(); rows]).unwrap();
             let ranges: Vec<Range<usize>> =
                 (0..rows).map(|r| r * stride..r * stride + cols).collect();
             let mut out = out;
-            seg.sum(&buf, Segments::rows(rows, cols, stride), &mut out)
-                .unwrap();
-            check(
-                &host,
-                &ranges,
-                &out,
-                &format!("rows {rows}x{cols}/{stride} pattern {which}"),
-            );
+            // Long rows: split into chunks or a block each, and the automatic choice; the same bits.
+            for split in [None, Some(true), Some(false)] {
+                seg.set_reproducible_split(split);
+                seg.sum(&buf, Segments::rows(rows, cols, stride), &mut out)
+                    .unwrap();
+                check(
+                    &host,
+                    &ranges,
+                    &out,
+                    &format!("rows {rows}x{cols}/{stride} pattern {which} split {split:?}"),
+                );
+            }
+            seg.set_reproducible_split(None);
             if stride == cols {
                 seg.sum(&buf, Segments::fixed(rows, cols), &mut out)
                     .unwrap();

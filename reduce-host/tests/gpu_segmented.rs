@@ -21,6 +21,7 @@ every_type!(
     fixed_every_length,
     ragged_offsets,
     split_rows,
+    many_block_rows,
     all_equal_ties,
     async_variants
 );
@@ -273,11 +274,13 @@ fn ragged_offsets<T: Extremes>() {
     }
 }
 
-/// A few segments of 2^22 + 5 elements: the split kernel and its combine, aligned and not.
+/// A few segments of 2^22 + 5 elements: the split kernel and its combine, aligned and not. Four rows are
+/// over 1024 pieces, more than one wave of 256-thread blocks on an H200, so the exact operators take
+/// another block size there.
 fn split_rows<T: Extremes>() {
     let mut seg = seg();
     let cols = (1usize << 22) + 5;
-    let rows = 3;
+    let rows = 4;
     if !fits(rows, cols) {
         return;
     }
@@ -303,6 +306,29 @@ fn split_rows<T: Extremes>() {
         let again = run_all(&mut seg, input, Segments::rows(rows, cols, stride));
         assert_eq!(bits, again.bits(), "split: runs differ");
     }
+}
+
+/// More rows of a block each (just over a warp's 2048 chunks) than one wave of 256-thread blocks holds, so
+/// max, min, argmax and argmin may take another block size (fitted to the waves); a planted maximum and
+/// its later tie in every row.
+fn many_block_rows<T: Extremes>() {
+    let mut seg = seg();
+    let cols = 2049 * (16 / size_of::<T>()) + 3;
+    let rows = 1100;
+    if !fits(rows, cols) {
+        return;
+    }
+    let mut host = random_of::<T>(rows * cols, 17);
+    let top = T::pads().0;
+    for r in 0..rows {
+        host[r * cols + (r * 7919) % (cols - 1)] = top;
+        host[r * cols + cols - 1] = top;
+    }
+    let ranges = cpu::row_ranges(rows, cols, cols);
+    let buf = upload_at(&host, 0);
+    let input = DeviceView::from(&buf).slice(..host.len());
+    let got = run_all(&mut seg, input, Segments::fixed(rows, cols));
+    check(&got, &host, &ranges, "many block rows");
 }
 
 /// Every element equal: argmax and argmin give index 0 of every segment, at every length.

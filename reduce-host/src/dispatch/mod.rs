@@ -157,7 +157,7 @@ params! {
     [In, Acc, Out] ReproParams<In, Acc, Out> => (Module::ReproSum(_));
     [T, C] HistogramParams<T, C> => (Module::Histogram(_) | Module::HistogramBytes);
     [T] SelectParams<T> => (Module::Select(_) | Module::SelectFlagged);
-    [In, Acc] SegmentedParams<In, Acc> => (Module::Segmented(..) | Module::Softmax(_) | Module::ReproSegments(_));
+    [In, Acc, Partial] SegmentedParams<In, Acc, Partial> => (Module::Segmented(..) | Module::Softmax(_) | Module::ReproSegments(_));
     [X] LaneParams<X> => (Module::Testing);
     [] SpinParams => (Module::Testing);
 }

@@ -28,7 +28,7 @@ pub struct ReproShape {
 }
 
 /// Bytes of one chunk partial, whatever the element type (an f64, or a compensated pair of them).
-const PARTIAL_BYTES: u64 = 16;
+pub(crate) const PARTIAL_BYTES: u64 = 16;
 
 /// The chunk partials, grown to the largest input seen, and the event that orders their reuse across
 /// streams.
@@ -73,7 +73,7 @@ impl ReproScratch {
 
 /// The chunk kernel's grid: at most one resident wave (and at most `max_grid` blocks when a test forces
 /// it), balanced so that every warp sums the same number of chunks (the last ones may sum one fewer).
-fn chunk_grid(chunks: u64, block: u32, wave: u32, max_grid: Option<u32>) -> u32 {
+pub(crate) fn chunk_grid(chunks: u64, block: u32, wave: u32, max_grid: Option<u32>) -> u32 {
     let warps_per_block = (block / 32).max(1) as u64;
     let blocks = max_grid.map_or(wave, |g| g.min(wave)).max(1) as u64;
     let per_warp = chunks.div_ceil(blocks * warps_per_block).max(1);

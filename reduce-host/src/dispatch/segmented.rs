@@ -7,8 +7,9 @@ use reduce_contract::layout::{
 };
 use reduce_contract::params::SegmentedParams;
 use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES};
-use reduce_contract::{Kernel, Module};
+use reduce_contract::{Kernel, Module, Op};
 
+use super::reproducible::{PARTIAL_BYTES, chunk_grid};
 use super::{Span, launch, resident};
 use crate::driver::{self, Function, Launch};
 use crate::error::{Error, Result};
@@ -16,6 +17,7 @@ use crate::gpu::Gpu;
 use crate::last_use::LastUse;
 use crate::pinned::Pinned;
 use crate::stream::StreamRef;
+use crate::tuning::REPRO_COMBINE_THREADS;
 
 /// Segments up to this many 16-byte chunks get a group of lanes narrower than a warp (two chunks a lane).
 const TILE_CHUNKS: u64 = 64;
@@ -103,12 +105,13 @@ impl Layout {
 
     /// The kernels' parameters for these segments of `input` into `out`, with bad offsets reported to
     /// `error`: one group of threads per segment (a warp's width, one piece), which callers adjust.
-    fn params<T, Acc>(
+    fn params<T, Acc, Partial>(
         &self,
         input: Span<T>,
         error: *mut u32,
         out: *mut Acc,
-    ) -> SegmentedParams<T, Acc> {
+        partials: *mut Partial,
+    ) -> SegmentedParams<T, Acc, Partial> {
         let (len, stride, begin, end) = match *self {
             Layout::Rows { len, stride, .. } => (len, stride, std::ptr::null(), std::ptr::null()),
             Layout::Offsets { begin, end, .. } => (0, 0, begin.as_ptr(), end.as_ptr()),
@@ -125,7 +128,7 @@ impl Layout {
             width: 32,
             pieces: 1,
             piece: u64::MAX,
-            partials: out,
+            partials,
             out,
         }
     }
@@ -150,6 +153,9 @@ pub(crate) struct Scratch {
     /// Page-locked landing place for the error word (see [`Pinned`]).
     staging: Pinned,
     last_use: LastUse,
+    /// A test's choice for the reproducible sums of long rows (`Some(true)`: always split them into
+    /// chunks, `Some(false)`: never); `None` chooses by the row count. Never changes the bits.
+    pub repro_split: Option<bool>,
 }
 
 impl Scratch {
@@ -159,6 +165,7 @@ impl Scratch {
             error: DeviceBuffer::zeroed(1)?,
             staging: Pinned::new(size_of::<u32>())?,
             last_use: LastUse::new()?,
+            repro_split: None,
         })
     }
 
@@ -233,7 +240,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             .map_err(|_| Error::InvalidArgument("too many segments to split".into()))?;
         scratch.reserve(bytes)?;
     }
-    let params = layout.params(input, scratch.error_word(), out);
+    let params = layout.params(input, scratch.error_word(), out, out);
     let params = match plan {
         Plan::Tile { width } => SegmentedParams { width, ..params },
         // One piece per segment: the block kernel writes its results straight to `out`.
@@ -246,18 +253,38 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         },
     };
     let offsets = layout.rows_len().is_none();
-    // Every kernel runs SEGMENTED_THREADS threads: the block tree must not depend on the device.
+    let kernel = |k: SegmentedKernel| Kernel {
+        module,
+        slot: k as u8,
+    };
+    // Sums (and the softmax statistics) run SEGMENTED_THREADS threads a block: their block tree must not
+    // depend on the device. Max, min, argmax and argmin give the same result with any tree, so their block
+    // kernel takes the block size that wastes the least of the last wave.
+    let exact = matches!(module, Module::Segmented(op, _) if op != Op::Sum);
+    let block_threads = match plan {
+        Plan::Block | Plan::Split { .. } if exact => {
+            let blocks = match plan {
+                Plan::Split { pieces } => count * pieces as u64,
+                _ => count,
+            };
+            let f = gpu.function(kernel(SegmentedKernel::Block))?;
+            wave_fitted_threads(blocks, gpu.info().sm_count, |t| {
+                f.blocks_per_sm(f.fit_block(t), SMEM_BYTES)
+            })?
+        }
+        _ => SEGMENTED_THREADS,
+    };
     let shape = |k: SegmentedKernel, blocks: u64| -> Result<(Kernel, Launch)> {
-        let kernel = Kernel {
-            module,
-            slot: k as u8,
+        let threads = match k {
+            SegmentedKernel::Block => block_threads,
+            _ => SEGMENTED_THREADS,
         };
-        function_for(gpu, kernel, SEGMENTED_THREADS)?;
+        function_for(gpu, kernel(k), threads)?;
         Ok((
-            kernel,
+            kernel(k),
             Launch {
                 grid: blocks.clamp(1, MAX_GRID) as u32,
-                block: SEGMENTED_THREADS,
+                block: threads,
                 shared_bytes: SMEM_BYTES,
             },
         ))
@@ -291,7 +318,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             Plan::Split { pieces } => {
                 let (k, s) = shape(SegmentedKernel::Block, count * pieces as u64)?;
                 launch(gpu, k, s, stream, params)?;
-                let (k, s) = shape(SegmentedKernel::Combine, count.div_ceil(per_block / 32))?;
+                let (k, s) = shape(SegmentedKernel::Combine, count)?;
                 launch(gpu, k, s, stream, params)
             }
         }
@@ -299,6 +326,34 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     // Record the use even after a failed launch, so a later call orders after whatever did run.
     scratch.last_use.release(stream)?;
     launched
+}
+
+/// Block sizes the exact operators' block kernel may take: multiples of 32 down to half of
+/// [`SEGMENTED_THREADS`].
+const EXACT_THREADS: [u32; 5] = [256, 224, 192, 160, 128];
+const _: () = assert!(EXACT_THREADS[0] == SEGMENTED_THREADS);
+
+/// The block size for `blocks` equal blocks of work (a segment or a piece each) on `sm_count` SMs, given
+/// how many blocks of each size an SM holds: the one with the least estimated time, `waves / threads`
+/// (a block's time is its work over its threads, and the grid takes `ceil(blocks / resident)` waves of
+/// them); ties go to the larger block. Measured on the H200: the f32 argmax's 4096 blocks (a row of
+/// 2^28, 16 rows of 2^24, 4096 rows of 2^16) at 256 threads, 40 registers, 6 blocks an SM, took 5.2 waves
+/// and 9–20 % longer than the sum (docs/PERFORMANCE.md); 192 threads hold 8 blocks an SM, 4 waves.
+fn wave_fitted_threads(
+    blocks: u64,
+    sm_count: u32,
+    blocks_per_sm: impl Fn(u32) -> Result<u32>,
+) -> Result<u32> {
+    let mut best = (u64::MAX, 1u64, SEGMENTED_THREADS);
+    for t in EXACT_THREADS {
+        let resident = (blocks_per_sm(t)?.max(1) as u64) * sm_count.max(1) as u64;
+        let waves = blocks.max(1).div_ceil(resident);
+        // Compare waves / t as fractions, without division: waves·t_best < waves_best·t.
+        if best.0 == u64::MAX || waves * best.1 < best.0 * t as u64 {
+            best = (waves, t as u64, t);
+        }
+    }
+    Ok(best.2)
 }
 
 /// Threads of the reproducible per-segment kernels' blocks: a power of two, so that the block kernel's warp
@@ -310,19 +365,47 @@ const _: () = assert!(
         && REPRO_SEGMENT_THREADS <= 1024
 );
 
-/// The per-segment reproducible kernel for rows of `rows_len` elements (`None`: offsets, whose lengths only
-/// the device reads): the warp kernel sums one chunk at most, so it serves rows that short; everything else
-/// takes a block per segment.
-fn repro_kernel(rows_len: Option<u64>) -> ReproSegmentsKernel {
+/// How the per-segment reproducible sums run. Every plan gives a segment the bits of
+/// `cpu::sum_reproducible` of its elements, so the choice changes only the speed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReproPlan {
+    /// `width` lanes per segment: a warp (32) per segment of at most one chunk, or a tile of `width < 32`
+    /// lanes per segment of at most `width` elements.
+    Warp { width: u32 },
+    /// A block per `group` segments at a time: a warp per segment of one chunk at most, the whole block per
+    /// longer one.
+    Block { group: u32 },
+    /// Rows cut into `pieces` chunks each: a warp per (row, chunk), then a block per row.
+    Split { pieces: u32 },
+}
+
+/// The plan for rows of `rows_len` elements (`None`: offsets, whose lengths only the device reads), `count`
+/// of them, on a device that holds `wave` blocks of the block kernel at once: rows of one chunk at most take
+/// a warp each; longer rows a block each while they fill the device, and are split into chunks when they are
+/// too few (a block per row would leave SMs idle: one row of 2^28 f32 took 54 ms a block, see
+/// docs/PERFORMANCE.md). `split` is a test's override.
+fn repro_plan(rows_len: Option<u64>, count: u64, wave: u64, split: Option<bool>) -> ReproPlan {
+    // Long rows all take the block, one at a time; offsets may mix short and long segments, and a block
+    // takes as many at a time as it has warps.
+    let (rows_block, offsets_block) = (
+        ReproPlan::Block { group: 1 },
+        ReproPlan::Block {
+            group: REPRO_SEGMENT_THREADS / 32,
+        },
+    );
     match rows_len {
-        Some(len) if len <= CHUNK => ReproSegmentsKernel::Warp,
-        _ => ReproSegmentsKernel::Block,
+        Some(len) if len <= 32 => ReproPlan::Warp {
+            width: len.next_power_of_two() as u32,
+        },
+        Some(len) if len <= CHUNK => ReproPlan::Warp { width: 32 },
+        Some(len) if split.unwrap_or(count < wave) => u32::try_from(len.div_ceil(CHUNK))
+            .map_or(rows_block, |pieces| ReproPlan::Split { pieces }),
+        Some(_) => rows_block,
+        None => offsets_block,
     }
 }
 
-/// Enqueues the per-segment reproducible sums of `module` (`ReproSegments`): a warp per segment when every
-/// segment is one chunk at most (rows of at most `CHUNK` elements), else a block per segment. Both kernels
-/// give a segment the bits of `cpu::sum_reproducible` of its elements, so the choice changes only the speed.
+/// Enqueues the per-segment reproducible sums of `module` (`ReproSegments`) by [`repro_plan`].
 ///
 /// # Safety
 /// As [`enqueue`], with `out` holding `count` results of the module's type (f32, or f64 for f64 elements).
@@ -339,35 +422,105 @@ unsafe fn enqueue_reproducible<T, Out>(
         unreachable!("called for ReproSegments modules only")
     };
     let count = layout.count();
-    let params = layout.params(input, scratch.error_word(), out);
-    let kind = repro_kernel(layout.rows_len());
-    let shared_bytes = match kind {
-        ReproSegmentsKernel::Warp => 0,
-        ReproSegmentsKernel::Block => COMBINE_SHARED_BYTES,
-    };
-    let kernel = Kernel::repro_segments(elem, kind);
-    let f = function_for(gpu, kernel, REPRO_SEGMENT_THREADS)?;
-    let blocks = match kind {
-        ReproSegmentsKernel::Warp => count.div_ceil(REPRO_SEGMENT_THREADS as u64 / 32),
-        ReproSegmentsKernel::Block => count,
-    };
-    // One resident wave at most; the kernels stride over the segments past it.
-    let shape = resident(
+    let kernel = |k| Kernel::repro_segments(elem, k);
+    let block_fn = function_for(
         gpu,
-        f,
-        blocks.min(MAX_GRID) as u32,
+        kernel(ReproSegmentsKernel::Block),
         REPRO_SEGMENT_THREADS,
-        shared_bytes,
     )?;
+    let wave = resident(
+        gpu,
+        block_fn,
+        u32::MAX,
+        REPRO_SEGMENT_THREADS,
+        COMBINE_SHARED_BYTES,
+    )?
+    .grid as u64;
+    let plan = repro_plan(layout.rows_len(), count, wave, scratch.repro_split);
+    if let ReproPlan::Split { pieces } = plan {
+        let bytes = (count as u128 * pieces as u128 * PARTIAL_BYTES as u128)
+            .try_into()
+            .map_err(|_| Error::InvalidArgument("too many segments to split".into()))?;
+        scratch.reserve(bytes)?;
+    }
+    let partials = scratch.partials.as_device_ptr().as_raw() as *mut u8;
+    let params = layout.params(input, scratch.error_word(), out, partials);
+    // One resident wave at most (the kernels stride past it) of `threads`-thread blocks.
+    let shape = |k, blocks: u64, threads, shared_bytes| -> Result<(Kernel, Launch)> {
+        let f = function_for(gpu, kernel(k), threads)?;
+        let s = resident(
+            gpu,
+            f,
+            blocks.clamp(1, MAX_GRID) as u32,
+            threads,
+            shared_bytes,
+        )?;
+        Ok((
+            kernel(k),
+            Launch {
+                block: threads,
+                ..s
+            },
+        ))
+    };
+    let warps_per_block = REPRO_SEGMENT_THREADS as u64 / 32;
     scratch.last_use.acquire(stream)?;
-    // SAFETY: `input`, the offsets and `out` are valid (the caller); rows lie inside the input, and with
-    // the warp kernel are one chunk at most (checked above); the error word is serialised across streams by
-    // `acquire`; the block kernel gets its COMBINE_SHARED_BYTES and a power-of-two block.
+    // SAFETY (every launch): `input`, the offsets and `out` are valid (the caller); rows lie inside the
+    // input, and with the warp kernel are one chunk at most, and at most `width` elements for tiles (the
+    // plan); split rows' partials hold `count ·
+    // pieces` accumulators of 16 bytes (reserved above); the partials and the error word are serialised
+    // across streams by `acquire`; the block and combine kernels get their COMBINE_SHARED_BYTES.
     let launched = (|| unsafe {
         if layout.rows_len().is_none() {
             scratch.clear_error(stream)?;
         }
-        launch(gpu, kernel, shape, stream, params)
+        match plan {
+            ReproPlan::Warp { width } => {
+                let (k, s) = shape(
+                    ReproSegmentsKernel::Warp,
+                    count.div_ceil(REPRO_SEGMENT_THREADS as u64 / width as u64),
+                    REPRO_SEGMENT_THREADS,
+                    0,
+                )?;
+                launch(gpu, k, s, stream, SegmentedParams { width, ..params })
+            }
+            ReproPlan::Block { group } => {
+                let (k, s) = shape(
+                    ReproSegmentsKernel::Block,
+                    count.div_ceil(group as u64),
+                    REPRO_SEGMENT_THREADS,
+                    COMBINE_SHARED_BYTES,
+                )?;
+                let params = SegmentedParams {
+                    width: group,
+                    ..params
+                };
+                launch(gpu, k, s, stream, params)
+            }
+            ReproPlan::Split { pieces } => {
+                let params = SegmentedParams { pieces, ..params };
+                let chunks = count * pieces as u64;
+                let (k, s) = shape(
+                    ReproSegmentsKernel::SplitChunks,
+                    chunks.div_ceil(warps_per_block),
+                    REPRO_SEGMENT_THREADS,
+                    0,
+                )?;
+                // Every warp sums the same number of chunks (the last ones one fewer).
+                let grid = chunk_grid(chunks, s.block, s.grid, None);
+                launch(gpu, k, Launch { grid, ..s }, stream, params)?;
+                let threads = gpu
+                    .function(kernel(ReproSegmentsKernel::SplitCombine))?
+                    .fit_block(REPRO_COMBINE_THREADS);
+                let (k, s) = shape(
+                    ReproSegmentsKernel::SplitCombine,
+                    count,
+                    threads,
+                    COMBINE_SHARED_BYTES,
+                )?;
+                launch(gpu, k, s, stream, params)
+            }
+        }
     })();
     // Record the use even after a failed launch, so a later call orders after whatever did run.
     scratch.last_use.release(stream)?;
@@ -430,6 +583,18 @@ mod tests {
     }
 
     #[test]
+    fn exact_operators_fit_their_blocks_to_the_waves() {
+        // 40 registers a thread: 65536 / (40 · t) blocks an SM; 32 registers: 65536 / (32 · t), at most 8.
+        let regs = |r: u32| move |t: u32| Ok((65536 / (r * t)).min(2048 / t));
+        assert_eq!(wave_fitted_threads(4096, 132, regs(40)).unwrap(), 192);
+        assert_eq!(wave_fitted_threads(4096, 132, regs(32)).unwrap(), 256);
+        // Many waves: the quantization hardly matters and the larger block wins ties.
+        assert_eq!(wave_fitted_threads(1 << 20, 132, regs(32)).unwrap(), 256);
+        assert_eq!(wave_fitted_threads(1, 132, regs(40)).unwrap(), 256);
+        assert_eq!(wave_fitted_threads(0, 0, |_| Ok(0)).unwrap(), 256);
+    }
+
+    #[test]
     fn offsets_plan_by_the_mean_length_and_never_split() {
         assert_eq!(Plan::for_offsets(0, 0, 4), Plan::Tile { width: 1 });
         assert_eq!(
@@ -444,18 +609,47 @@ mod tests {
     }
 
     #[test]
-    fn reproducible_rows_of_one_chunk_take_a_warp_everything_else_a_block() {
-        use super::repro_kernel;
-        use reduce_contract::kernels::ReproSegmentsKernel::{Block, Warp};
+    fn reproducible_rows_of_one_chunk_take_a_warp_few_long_rows_split() {
+        use super::{ReproPlan, repro_plan};
         use reduce_contract::reproducible::CHUNK;
-        assert_eq!(repro_kernel(Some(0)), Warp);
-        assert_eq!(repro_kernel(Some(CHUNK)), Warp);
-        assert_eq!(repro_kernel(Some(CHUNK + 1)), Block);
-        assert_eq!(repro_kernel(Some(u64::MAX)), Block);
+        let wave = 1056;
+        let plan = |len, count| repro_plan(len, count, wave, None);
+        let warp = |width| ReproPlan::Warp { width };
+        for (len, width) in [
+            (0, 1),
+            (1, 1),
+            (2, 2),
+            (3, 4),
+            (4, 4),
+            (17, 32),
+            (32, 32),
+            (33, 32),
+        ] {
+            assert_eq!(plan(Some(len), 1 << 22), warp(width), "len {len}");
+        }
+        assert_eq!(plan(Some(CHUNK), 1), warp(32));
+        assert_eq!(plan(Some(CHUNK + 1), 4096), ReproPlan::Block { group: 1 });
+        assert_eq!(plan(Some(CHUNK + 1), 1055), ReproPlan::Split { pieces: 2 });
+        assert_eq!(plan(Some(1 << 28), 1), ReproPlan::Split { pieces: 1 << 15 });
         assert_eq!(
-            repro_kernel(None),
-            Block,
-            "offsets: lengths unknown on the host"
+            plan(Some(u64::MAX), 1),
+            ReproPlan::Block { group: 1 },
+            "pieces past u32 stay a block per row"
         );
+        assert_eq!(
+            plan(None, 1),
+            ReproPlan::Block { group: 8 },
+            "offsets: lengths unknown on the host, a block takes eight at a time"
+        );
+        // A test's override, for long rows only.
+        assert_eq!(
+            repro_plan(Some(3 * CHUNK), 1 << 20, wave, Some(true)),
+            ReproPlan::Split { pieces: 3 }
+        );
+        assert_eq!(
+            repro_plan(Some(3 * CHUNK), 1, wave, Some(false)),
+            ReproPlan::Block { group: 1 }
+        );
+        assert_eq!(repro_plan(Some(CHUNK), 1, wave, Some(true)), warp(32));
     }
 }

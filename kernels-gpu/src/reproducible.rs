@@ -154,20 +154,37 @@ pub unsafe fn chunks<E: ReproElement>(
     // Warp-uniform: `blockDim.x % 32 == 0`, so the 32 lanes of a warp share `global_thread_idx / 32`.
     let mut c = arch::global_thread_idx() / 32;
     while c < count {
-        let first = c * CHUNK;
-        // SAFETY: first < n, so the chunk starts inside the input, and `len` elements of it are valid.
-        let a = unsafe {
-            chunk_partial::<E>(
-                input.add(first as usize),
-                (n - first).min(CHUNK) as usize,
-                prefetch,
-            )
+        let all = Segment {
+            start: input,
+            len: n,
         };
+        // SAFETY: c < count, so the chunk starts inside the input; the whole warp is here (`c` is
+        // warp-uniform).
+        let a = unsafe { chunk_of::<E>(all, c, prefetch) };
         if arch::lane_id() == 0 {
             // SAFETY: c < count.
             unsafe { partials.add(c as usize).write(a) };
         }
         c += warps;
+    }
+}
+
+/// The partial of chunk `c` of `seg` (its elements `c · CHUNK ..`, at most [`CHUNK`] of them), summed by
+/// the calling warp: [`chunk_partial`] at the chunk's start. Valid in lane 0.
+///
+/// # Safety
+/// `c · CHUNK < seg.len`; `seg` valid for reads and unmodified during the kernel; the whole warp calls it,
+/// converged.
+#[inline(always)]
+unsafe fn chunk_of<E: ReproElement>(seg: Segment<E>, c: u64, prefetch: bool) -> E::Acc {
+    let first = c * CHUNK;
+    // SAFETY: first < len, so the chunk's `min(len - first, CHUNK)` elements lie in the segment.
+    unsafe {
+        chunk_partial::<E>(
+            seg.start.add(first as usize),
+            (seg.len - first).min(CHUNK) as usize,
+            prefetch,
+        )
     }
 }
 
@@ -493,16 +510,8 @@ unsafe fn block_segment<E: ReproElement>(
     let chunks = seg.len.div_ceil(CHUNK);
     let mut c = warp;
     while c < chunks {
-        let first = c * CHUNK;
-        // SAFETY: first < len; the chunk's elements lie in the segment; the whole warp is here (the loop is
-        // warp-uniform).
-        let partial = unsafe {
-            chunk_partial::<E>(
-                seg.start.add(first as usize),
-                (seg.len - first).min(CHUNK) as usize,
-                false,
-            )
-        };
+        // SAFETY: c < chunks; the whole warp is here (the loop is warp-uniform).
+        let partial = unsafe { chunk_of::<E>(seg, c, false) };
         if arch::lane_id() == 0 {
             let slot = (c % COMBINE_LANES as u64) as usize;
             // SAFETY: slot < COMBINE_LANES; only this warp touches it (c ≡ warp mod W, W | 1024).
@@ -542,15 +551,8 @@ pub unsafe fn segments_chunks<E: ReproElement>(p: SegmentParams<E>) {
         let seg = unsafe { segment(&p, s) };
         let first = c * CHUNK;
         if first < seg.len {
-            // SAFETY: first < len, so the chunk's `min(len - first, CHUNK)` elements lie in the row; the
-            // whole warp is here (`id` is warp-uniform).
-            let a = unsafe {
-                chunk_partial::<E>(
-                    seg.start.add(first as usize),
-                    (seg.len - first).min(CHUNK) as usize,
-                    false,
-                )
-            };
+            // SAFETY: chunk c starts inside the row; the whole warp is here (`id` is warp-uniform).
+            let a = unsafe { chunk_of::<E>(seg, c, false) };
             if arch::lane_id() == 0 {
                 // SAFETY: id < count · pieces partials.
                 unsafe { p.partials.add(id as usize).write(a) };

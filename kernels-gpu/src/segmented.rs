@@ -5,7 +5,8 @@
 //! at a time), then the `w` partials meet in a fixed shuffle (or block) tree. A chunk is read with one
 //! 16-byte load when the segment starts 16-byte aligned and with `LANES` scalar loads otherwise; both give
 //! the same values in the same order, so a segment's result depends only on its values and on `w`, which
-//! the host picks from the segment length alone:
+//! the host picks from the segment length alone (for operators whose bits no tree changes, the block
+//! kernel's `w` may also follow the device):
 //!
 //! | kernel | threads per segment | for |
 //! |---|---|---|

@@ -367,8 +367,8 @@ pub enum ReproKernel {
 pub enum ReproSegmentsKernel {
     /// A warp per segment of at most one chunk.
     Warp,
-    /// Any lengths: a block per group of segments (as many as it has warps), a warp per segment of at most
-    /// one chunk and the whole block per longer one.
+    /// Any lengths: a block per group of `width` segments (at most its warps; offsets take eight, rows
+    /// longer than a chunk one), a warp per segment of at most one chunk and the whole block per longer one.
     Block,
     /// Rows split into chunks, first pass: a warp per (row, chunk) pair, any grid; `pieces` chunks per
     /// row, their accumulators into `partials`, row-major.

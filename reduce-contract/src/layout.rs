@@ -49,8 +49,9 @@ impl Default for SoftmaxStats {
 unsafe impl cust_core::DeviceCopy for SoftmaxStats {}
 
 /// Threads per block of the segmented kernels, fixed (not fitted to the device) so that a segment's
-/// reduction tree depends only on its length. Max, min, argmax and argmin, whose results no tree changes,
-/// may run their block kernel with fewer (the host fits them to the device's waves).
+/// reduction tree depends only on its length. Argmax, argmin, and the max and min of elements other than
+/// f16/bf16, whose bits no tree changes, may run their block kernel with fewer (the host fits them to the
+/// device's waves).
 pub const SEGMENTED_THREADS: u32 = 256;
 
 /// Largest segment, in 16-byte chunks, that one block reduces; longer ones are split across blocks.

@@ -8,7 +8,9 @@
 ///
 /// Only float sums (f32, f64, [`F16`](crate::F16), [`BF16`](crate::BF16)) depend on the setting. Integer
 /// sums are exact modulo 2^64, and max, min, argmax and argmin pick an element, so their results are the
-/// same on every GPU with either setting.
+/// same on every GPU with either setting; one exception: the f16 and bf16 max and min of a device-wide call
+/// may give −0 or +0 when both are the extreme, and either NaN's payload when several NaNs are, by the
+/// device's tree (segmented calls fix their tree by the segment length).
 ///
 /// ```no_run
 /// use cust::memory::DeviceBuffer;

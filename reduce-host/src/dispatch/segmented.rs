@@ -7,7 +7,7 @@ use reduce_contract::layout::{
 };
 use reduce_contract::params::SegmentedParams;
 use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES};
-use reduce_contract::{Kernel, Module, Op};
+use reduce_contract::{Elem, Kernel, Module, Op};
 
 use super::reproducible::{PARTIAL_BYTES, chunk_grid};
 use super::{Span, launch, resident};
@@ -44,7 +44,8 @@ pub(crate) enum Plan {
 
 impl Plan {
     /// The plan for segments of `len` elements of `elem_size` bytes: a function of the length (in 16-byte
-    /// chunks) only, so a segment's reduction tree, and its bits, repeat on every call.
+    /// chunks) only, so a segment's reduction tree, and its bits, repeat on every call (the block size of
+    /// operators whose bits no tree changes may follow the device: see [`tree_free`]).
     pub fn for_len(len: u64, elem_size: usize) -> Result<Plan> {
         let chunks = len.div_ceil(LOAD_BYTES / elem_size as u64);
         Ok(if chunks <= TILE_CHUNKS {
@@ -258,18 +259,22 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         slot: k as u8,
     };
     // Sums (and the softmax statistics) run SEGMENTED_THREADS threads a block: their block tree must not
-    // depend on the device. Max, min, argmax and argmin give the same result with any tree, so their block
-    // kernel takes the block size that wastes the least of the last wave.
-    let exact = matches!(module, Module::Segmented(op, _) if op != Op::Sum);
+    // depend on the device. Operators whose result has the same bits with any tree take the block size that
+    // wastes the least of the last wave (`tree_free`).
     let block_threads = match plan {
-        Plan::Block | Plan::Split { .. } if exact => {
+        Plan::Block | Plan::Split { .. } if tree_free(module) => {
             let blocks = match plan {
                 Plan::Split { pieces } => count * pieces as u64,
                 _ => count,
             };
             let f = gpu.function(kernel(SegmentedKernel::Block))?;
+            // A size the kernel cannot run counts as no blocks, so it is never chosen.
             wave_fitted_threads(blocks, gpu.info().sm_count, |t| {
-                f.blocks_per_sm(f.fit_block(t), SMEM_BYTES)
+                if f.fit_block(t) < t {
+                    Ok(0)
+                } else {
+                    f.blocks_per_sm(t, SMEM_BYTES)
+                }
             })?
         }
         _ => SEGMENTED_THREADS,
@@ -328,15 +333,28 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     launched
 }
 
+/// Whether `module`'s result has the same bits whatever the reduction tree, so its block size may follow
+/// the device: argmax and argmin (ties go to the lower index, a NaN to the first), and max and min of every
+/// element but f16 and bf16. Those two keep the first of two equal values (−0 and +0) and the second of two
+/// NaNs, so their bits could follow which thread folds which chunk.
+fn tree_free(module: Module) -> bool {
+    match module {
+        Module::Segmented(Op::ArgMax | Op::ArgMin, _) => true,
+        Module::Segmented(Op::Max | Op::Min, elem) => !matches!(elem, Elem::F16 | Elem::BF16),
+        _ => false,
+    }
+}
+
 /// Block sizes the exact operators' block kernel may take: multiples of 32 down to half of
 /// [`SEGMENTED_THREADS`].
 const EXACT_THREADS: [u32; 5] = [256, 224, 192, 160, 128];
 const _: () = assert!(EXACT_THREADS[0] == SEGMENTED_THREADS);
 
 /// The block size for `blocks` equal blocks of work (a segment or a piece each) on `sm_count` SMs, given
-/// how many blocks of each size an SM holds: the one with the least estimated time, `waves / threads`
-/// (a block's time is its work over its threads, and the grid takes `ceil(blocks / resident)` waves of
-/// them); ties go to the larger block. Measured on the H200: the f32 argmax's 4096 blocks (a row of
+/// how many blocks of each size an SM holds (0: the size cannot run): the one with the least estimated
+/// time, `waves / threads` (a block's time is its work over its threads, and the grid takes
+/// `ceil(blocks / resident)` waves of them); ties go to the larger block, and [`SEGMENTED_THREADS`] when no
+/// size runs. Measured on the H200: the f32 argmax's 4096 blocks (a row of
 /// 2^28, 16 rows of 2^24, 4096 rows of 2^16) at 256 threads, 40 registers, 6 blocks an SM, took 5.2 waves
 /// and 9–20 % longer than the sum (docs/PERFORMANCE.md); 192 threads hold 8 blocks an SM, 4 waves.
 fn wave_fitted_threads(
@@ -346,7 +364,11 @@ fn wave_fitted_threads(
 ) -> Result<u32> {
     let mut best = (u64::MAX, 1u64, SEGMENTED_THREADS);
     for t in EXACT_THREADS {
-        let resident = (blocks_per_sm(t)?.max(1) as u64) * sm_count.max(1) as u64;
+        let per_sm = blocks_per_sm(t)?;
+        if per_sm == 0 {
+            continue;
+        }
+        let resident = per_sm as u64 * sm_count.max(1) as u64;
         let waves = blocks.max(1).div_ceil(resident);
         // Compare waves / t as fractions, without division: waves·t_best < waves_best·t.
         if best.0 == u64::MAX || waves * best.1 < best.0 * t as u64 {
@@ -380,11 +402,18 @@ enum ReproPlan {
 }
 
 /// The plan for rows of `rows_len` elements (`None`: offsets, whose lengths only the device reads), `count`
-/// of them, on a device that holds `wave` blocks of the block kernel at once: rows of one chunk at most take
-/// a warp each; longer rows a block each while they fill the device, and are split into chunks when they are
-/// too few (a block per row would leave SMs idle: one row of 2^28 f32 took 54 ms a block, see
-/// docs/PERFORMANCE.md). `split` is a test's override.
-fn repro_plan(rows_len: Option<u64>, count: u64, wave: u64, split: Option<bool>) -> ReproPlan {
+/// of them in an input of `n` elements, on a device that holds `wave` blocks of the block kernel at once:
+/// rows of one chunk at most take a warp each; longer rows a block each while they fill the device, and are
+/// split into chunks when they are too few (a block per row would leave SMs idle: one row of 2^28 f32 took
+/// 54 ms a block, see docs/PERFORMANCE.md) and do not overlap (overlapping rows could ask for more partials
+/// than the input has elements). `split` is a test's override.
+fn repro_plan(
+    rows_len: Option<u64>,
+    count: u64,
+    n: u64,
+    wave: u64,
+    split: Option<bool>,
+) -> ReproPlan {
     // Long rows all take the block, one at a time; offsets may mix short and long segments, and a block
     // takes as many at a time as it has warps.
     let (rows_block, offsets_block) = (
@@ -398,8 +427,10 @@ fn repro_plan(rows_len: Option<u64>, count: u64, wave: u64, split: Option<bool>)
             width: len.next_power_of_two() as u32,
         },
         Some(len) if len <= CHUNK => ReproPlan::Warp { width: 32 },
-        Some(len) if split.unwrap_or(count < wave) => u32::try_from(len.div_ceil(CHUNK))
-            .map_or(rows_block, |pieces| ReproPlan::Split { pieces }),
+        Some(len) if split.unwrap_or(count < wave && count.saturating_mul(len) <= n) => {
+            u32::try_from(len.div_ceil(CHUNK))
+                .map_or(rows_block, |pieces| ReproPlan::Split { pieces })
+        }
         Some(_) => rows_block,
         None => offsets_block,
     }
@@ -436,7 +467,13 @@ unsafe fn enqueue_reproducible<T, Out>(
         COMBINE_SHARED_BYTES,
     )?
     .grid as u64;
-    let plan = repro_plan(layout.rows_len(), count, wave, scratch.repro_split);
+    let plan = repro_plan(
+        layout.rows_len(),
+        count,
+        input.len,
+        wave,
+        scratch.repro_split,
+    );
     if let ReproPlan::Split { pieces } = plan {
         let bytes = (count as u128 * pieces as u128 * PARTIAL_BYTES as u128)
             .try_into()
@@ -592,6 +629,24 @@ mod tests {
         assert_eq!(wave_fitted_threads(1 << 20, 132, regs(32)).unwrap(), 256);
         assert_eq!(wave_fitted_threads(1, 132, regs(40)).unwrap(), 256);
         assert_eq!(wave_fitted_threads(0, 0, |_| Ok(0)).unwrap(), 256);
+        // Sizes that cannot run are never chosen.
+        let big_only = |t: u32| Ok(if t < 256 { 0 } else { 6 });
+        assert_eq!(wave_fitted_threads(4096, 132, big_only).unwrap(), 256);
+        let no_256 = |t: u32| Ok(if t == 256 { 0 } else { 65536 / (40 * t) });
+        assert_ne!(wave_fitted_threads(4096, 132, no_256).unwrap(), 256);
+    }
+
+    #[test]
+    fn only_operators_whose_bits_ignore_the_tree_fit_their_blocks() {
+        use reduce_contract::Sample;
+        assert!(tree_free(Module::Segmented(Op::ArgMax, Elem::F16)));
+        assert!(tree_free(Module::Segmented(Op::ArgMin, Elem::BF16)));
+        assert!(tree_free(Module::Segmented(Op::Max, Elem::F32)));
+        assert!(tree_free(Module::Segmented(Op::Min, Elem::U8)));
+        assert!(!tree_free(Module::Segmented(Op::Max, Elem::F16)));
+        assert!(!tree_free(Module::Segmented(Op::Min, Elem::BF16)));
+        assert!(!tree_free(Module::Segmented(Op::Sum, Elem::I32)));
+        assert!(!tree_free(Module::Softmax(Sample::F32)));
     }
 
     #[test]
@@ -613,7 +668,7 @@ mod tests {
         use super::{ReproPlan, repro_plan};
         use reduce_contract::reproducible::CHUNK;
         let wave = 1056;
-        let plan = |len, count| repro_plan(len, count, wave, None);
+        let plan = |len, count| repro_plan(len, count, u64::MAX, wave, None);
         let warp = |width| ReproPlan::Warp { width };
         for (len, width) in [
             (0, 1),
@@ -637,19 +692,31 @@ mod tests {
             "pieces past u32 stay a block per row"
         );
         assert_eq!(
+            repro_plan(Some(1 << 20), 8, 1 << 20, wave, None),
+            ReproPlan::Block { group: 1 },
+            "overlapping rows (stride 0) are not split"
+        );
+        assert_eq!(
+            repro_plan(Some(1 << 20), 8, 8 << 20, wave, None),
+            ReproPlan::Split { pieces: 128 }
+        );
+        assert_eq!(
             plan(None, 1),
             ReproPlan::Block { group: 8 },
             "offsets: lengths unknown on the host, a block takes eight at a time"
         );
         // A test's override, for long rows only.
         assert_eq!(
-            repro_plan(Some(3 * CHUNK), 1 << 20, wave, Some(true)),
+            repro_plan(Some(3 * CHUNK), 1 << 20, 0, wave, Some(true)),
             ReproPlan::Split { pieces: 3 }
         );
         assert_eq!(
-            repro_plan(Some(3 * CHUNK), 1, wave, Some(false)),
+            repro_plan(Some(3 * CHUNK), 1, u64::MAX, wave, Some(false)),
             ReproPlan::Block { group: 1 }
         );
-        assert_eq!(repro_plan(Some(CHUNK), 1, wave, Some(true)), warp(32));
+        assert_eq!(
+            repro_plan(Some(CHUNK), 1, u64::MAX, wave, Some(true)),
+            warp(32)
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! `Determinism::GpuToGpu`: the GPU's bits equal the CPU algorithm's (`cpu::sum_reproducible`) for every size
 //! and value pattern, and do not move with the block size, the grid, the slice offset or the stream.
 //! Ignored without a GPU.
+#[macro_use]
 mod common;
 
 use common::*;
@@ -106,7 +107,8 @@ fn sizes() -> Vec<usize> {
         .collect()
 }
 
-fn gpu_matches_cpu<T: Repro>() {
+/// Every size and value pattern: the device-wide sum has the CPU algorithm's bits.
+fn bits_equal_the_cpu_algorithm<T: Repro>() {
     let mut reduce = reproducible();
     for n in sizes() {
         for which in 0..7 {
@@ -124,22 +126,10 @@ fn gpu_matches_cpu<T: Repro>() {
     }
 }
 
-/// `#[test] fn <name>() { gpu_matches_cpu::<T>() }` for each listed type.
-macro_rules! bits_equal_the_cpu_algorithm {
-    ($($name:ident: $t:ty;)*) => {$(
-        #[test]
-        #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
-        fn $name() {
-            gpu_matches_cpu::<$t>();
-        }
-    )*};
-}
-bits_equal_the_cpu_algorithm! {
-    f32_bits_equal_the_cpu_algorithm: f32;
-    f64_bits_equal_the_cpu_algorithm: f64;
-    f16_bits_equal_the_cpu_algorithm: F16;
-    bf16_bits_equal_the_cpu_algorithm: BF16;
-}
+float_types!(
+    bits_equal_the_cpu_algorithm,
+    segmented_bits_equal_the_cpu_algorithm
+);
 
 /// Every launch shape, offset and stream gives the CPU's bits.
 fn shapes_offsets_streams<T: Repro>(n: usize) {
@@ -316,7 +306,8 @@ fn property_any_input_shape_and_offset_gives_the_cpu_bits() {
 /// kernels: rows of at most one chunk (a warp each) and everything else (a block each) — rows with a
 /// stride, fixed-size segments, and offsets with empty, overlapping and unaligned segments; the longest row
 /// has more than 1024 chunks, so combine lanes merge a second partial.
-fn segmented_matches_cpu<T: Repro>() {
+/// Every layout and way of running segments: each segment's sum has the CPU algorithm's bits.
+fn segmented_bits_equal_the_cpu_algorithm<T: Repro>() {
     let mut seg = DeviceSegmentedReduce::new().unwrap();
     seg.set_determinism(Determinism::GpuToGpu);
     let what = std::any::type_name::<T>();
@@ -412,21 +403,4 @@ fn segmented_matches_cpu<T: Repro>() {
     seg.sum(&buf, Segments::offsets(&begin, &end), &mut out)
         .unwrap();
     check(&host, &ranges, &out, "offsets");
-}
-
-/// `#[test] fn <name>() { segmented_matches_cpu::<T>() }` for each listed type.
-macro_rules! segmented_bits_equal_the_cpu_algorithm {
-    ($($name:ident: $t:ty;)*) => {$(
-        #[test]
-        #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
-        fn $name() {
-            segmented_matches_cpu::<$t>();
-        }
-    )*};
-}
-segmented_bits_equal_the_cpu_algorithm! {
-    f32_segmented_bits_equal_the_cpu_algorithm: f32;
-    f64_segmented_bits_equal_the_cpu_algorithm: f64;
-    f16_segmented_bits_equal_the_cpu_algorithm: F16;
-    bf16_segmented_bits_equal_the_cpu_algorithm: BF16;
 }

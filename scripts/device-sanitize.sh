@@ -16,6 +16,10 @@ export REDUCE_SOAK_CALLS=${REDUCE_SOAK_CALLS:-300}
 export REDUCE_PROPTEST_CASES=${REDUCE_PROPTEST_CASES:-24}
 export REDUCE_SOAK_UNDER_SANITIZER=1
 dir=target/device-pack/tests
+if [ ! -d "$dir" ]; then
+    echo "device-sanitize: no test binaries in $dir; build and pack them first (../shared/tools/device-pack --tests)" >&2
+    exit 2
+fi
 jobs=${SANITIZE_JOBS:-$(($(nproc) - 2))}
 shards=${SANITIZE_SHARDS:-6}
 if [ $# -gt 0 ]; then bins=("$@"); else bins=($(ls "$dir")); fi

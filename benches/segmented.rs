@@ -235,6 +235,30 @@ fn run() -> Result<bool, BoxError> {
             Ok(())
         })?;
 
+        // Exploration, printed only: ragged shapes timed with the kernel planned for each length listed in
+        // SEGMENTED_OFFSETS_AS (e.g. `5000,10000`), where their mean picks one.
+        if matches!(shape, Shape::Ragged { .. }) {
+            let lens = std::env::var("SEGMENTED_OFFSETS_AS").unwrap_or_default();
+            for len in lens.split(',').filter_map(|l| l.trim().parse::<usize>().ok()) {
+                seg.set_offsets_plan_len(Some(len));
+                // SAFETY: as above.
+                let s_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
+                    unsafe { seg.sum_async(window(k), segments, &mut sums, s)? };
+                    Ok(())
+                })?;
+                // SAFETY: as above.
+                let a_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
+                    unsafe { seg.argmax_async(window(k), segments, &mut args, s)? };
+                    Ok(())
+                })?;
+                eprintln!(
+                    "{}: planned as length {len}: sum {s_us:.1} µs, argmax {a_us:.1} µs",
+                    shape.label()
+                );
+            }
+            seg.set_offsets_plan_len(None);
+        }
+
         // The reproducible sum (Determinism::GpuToGpu): a warp per row of at most 8192 elements, a block per
         // segment otherwise.
         seg.set_determinism(Determinism::GpuToGpu);

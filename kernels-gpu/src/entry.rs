@@ -82,7 +82,8 @@ mod reduce {
     reduce_contract::reduce_pairs!(reduce_kernels);
 }
 
-/// Exports the three per-segment kernels of each `(op, type)` pair: `segmented_{tile,block,combine}_<op>_<type>`.
+/// Exports the four per-segment kernels of each `(op, type)` pair:
+/// `segmented_{tile,block,combine,rows}_<op>_<type>`.
 macro_rules! segmented_kernels {
     ($($op:ident $ty:ident),* $(,)?) => {$(
         mod ${concat($op, _, $ty)} {
@@ -112,6 +113,14 @@ macro_rules! segmented_kernels {
             pub unsafe extern "ptx-kernel" fn combine(p: Params) {
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
                 unsafe { crate::segmented::combine::<Op>(p) }
+            }
+
+            /// # Safety
+            /// See [`crate::segmented::rows`].
+            #[unsafe(export_name = kernel_name!(segmented rows $op $ty))]
+            pub unsafe extern "ptx-kernel" fn rows(p: Params) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::segmented::rows::<Op>(p) }
             }
         }
     )*};

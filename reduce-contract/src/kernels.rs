@@ -97,7 +97,7 @@ macro_rules! reduce_pairs {
 }
 
 /// Calls `$cb! { ty, ... }` with every element type of the fused softmax statistics, in [`Sample`] order
-/// (the float types that models keep activations in). Each has the three segmented kernels
+/// (the float types that models keep activations in). Each has the four segmented kernels
 /// ([`SegmentedKernel`] order), named with the operator `softmax`.
 #[macro_export]
 macro_rules! softmax_types {
@@ -218,9 +218,9 @@ pub enum Module {
     Seed,
     /// Kernels only tests and benchmarks use: `util_spin`, `test_block_scan`, then the tile tests.
     Testing,
-    /// Per-segment reductions: `tile`, `block`, `combine` ([`SegmentedKernel`] order).
+    /// Per-segment reductions: `tile`, `block`, `combine`, `rows` ([`SegmentedKernel`] order).
     Segmented(Op, Elem),
-    /// Per-segment softmax statistics (max and Σ exp(x − max)), the same three kernels.
+    /// Per-segment softmax statistics (max and Σ exp(x − max)), the same four kernels.
     Softmax(Sample),
     /// The reproducible sum of a float element (f32, f64, f16 or bf16): `chunks`, `combine`
     /// ([`ReproKernel`] order).
@@ -350,6 +350,10 @@ pub enum SegmentedKernel {
     Block,
     /// One block per segment combining its `pieces` partials in a fixed order (second pass).
     Combine,
+    /// Rows of one or two whole 16-byte chunks (and a partial one): a thread per row,
+    /// [`crate::layout::LANE_ROWS`] rows a trip, with the bits of `Tile` at width 1. A kernel of its own,
+    /// so that its registers (every row's loads in flight) do not lower the tile's occupancy.
+    Rows,
 }
 
 /// The kernels of a reproducible-sum module, in slot order.
@@ -607,13 +611,14 @@ macro_rules! reduce_table {
 }
 reduce_pairs!(reduce_table);
 
-/// The three kernels of one segmented module, for operator `$op` (`softmax` included).
+/// The four kernels of one segmented module, for operator `$op` (`softmax` included).
 macro_rules! segmented_kernels {
     ($op:ident $ty:ident) => {
         &[
             name!(segmented tile $op $ty),
             name!(segmented block $op $ty),
             name!(segmented combine $op $ty),
+            name!(segmented rows $op $ty),
         ]
     };
 }

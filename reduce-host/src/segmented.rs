@@ -147,6 +147,13 @@ impl DeviceSegmentedReduce {
         self.scratch.repro_split = split;
     }
 
+    /// Plans offset segments as if each were `len` elements long (`None`: their mean length), so benchmarks
+    /// can compare the kernels on one input.
+    #[doc(hidden)]
+    pub fn set_offsets_plan_len(&mut self, len: Option<usize>) {
+        self.scratch.offsets_len = len.map(|l| l as u64);
+    }
+
     /// The module of a sum of `T`: the reproducible kernels for float sums under `GpuToGpu`.
     fn sum_module<T: SumElement>(&self) -> Module {
         if self.determinism.reproducible_sum(T::ELEM) {

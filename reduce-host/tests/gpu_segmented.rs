@@ -19,6 +19,7 @@ use reduce_host::{
 every_type!(
     rows_every_length,
     fixed_every_length,
+    short_rows_match_offsets,
     ragged_offsets,
     split_rows,
     many_block_rows,
@@ -233,6 +234,33 @@ fn fixed_every_length<T: Extremes>() {
                 again.bits(),
                 "fixed {count}×{size}: runs differ"
             );
+        }
+    }
+}
+
+/// Short rows (1 … 33 elements: one-lane rows of one or two whole chunks for every type take the rows
+/// kernel) give the same bits as the same segments given as offsets (which take the tile kernel of their
+/// length), aligned and not, and the CPU's results.
+fn short_rows_match_offsets<T: Extremes>() {
+    let mut seg = seg();
+    for len in 1..=33usize {
+        // Enough rows for several trips of every thread of a small grid, and a partial last trip.
+        let count = 3001;
+        let host = random_of::<T>(count * len, 500 + len as u64);
+        let begin: Vec<u64> = (0..count as u64).map(|s| s * len as u64).collect();
+        let end: Vec<u64> = begin.iter().map(|b| b + len as u64).collect();
+        let (begin, end) = (
+            DeviceBuffer::from_slice(&begin).unwrap(),
+            DeviceBuffer::from_slice(&end).unwrap(),
+        );
+        for offset in 0..2 {
+            let buf = upload_at(&host, offset);
+            let input = DeviceView::from(&buf).slice(offset..offset + host.len());
+            let rows = run_all(&mut seg, input, Segments::fixed(count, len));
+            let what = format!("rows {count}×{len} @{offset}");
+            check(&rows, &host, &cpu::row_ranges(count, len, len), &what);
+            let offsets = run_all(&mut seg, input, Segments::offsets(&begin, &end));
+            assert_eq!(rows.bits(), offsets.bits(), "{what}: rows and offsets differ");
         }
     }
 }

@@ -3,7 +3,7 @@
 use cust::memory::DeviceBuffer;
 use reduce_contract::kernels::{ReproSegmentsKernel, SegmentedKernel};
 use reduce_contract::layout::{
-    LOAD_BYTES, PIECE_CHUNKS, SEGMENTED_THREADS, SMEM_BYTES, SPLIT_ABOVE_CHUNKS,
+    LANE_ROWS, LOAD_BYTES, PIECE_CHUNKS, SEGMENTED_THREADS, SMEM_BYTES, SPLIT_ABOVE_CHUNKS,
 };
 use reduce_contract::params::SegmentedParams;
 use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES};
@@ -157,6 +157,8 @@ pub(crate) struct Scratch {
     /// A test's choice for the reproducible sums of long rows (`Some(true)`: always split them into
     /// chunks, `Some(false)`: never); `None` chooses by the row count. Never changes the bits.
     pub repro_split: Option<bool>,
+    /// A benchmark's choice of the length that plans offset segments (`None`: their mean).
+    pub offsets_len: Option<u64>,
 }
 
 impl Scratch {
@@ -167,6 +169,7 @@ impl Scratch {
             staging: Pinned::new(size_of::<u32>())?,
             last_use: LastUse::new()?,
             repro_split: None,
+            offsets_len: None,
         })
     }
 
@@ -233,7 +236,10 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     let size = size_of::<T>();
     let plan = match layout.rows_len() {
         Some(len) => Plan::for_len(len, size)?,
-        None => Plan::for_offsets(input.len, count, size),
+        None => match scratch.offsets_len {
+            Some(len) => Plan::for_offsets(len, 1, size),
+            None => Plan::for_offsets(input.len, count, size),
+        },
     };
     if let Plan::Split { pieces } = plan {
         let bytes = (count as u128 * pieces as u128 * size_of::<Acc>() as u128)
@@ -310,10 +316,20 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 // over segments: measured on the H200 at 2^22 rows of 4 f32, a grid of one block per 256
                 // segments (16384) took 27.3 µs a sum, grids of 1056 / 2112 / 4224 blocks 26.8 / 25.4 /
                 // 24.6 µs; 2^20 × 8 (4096 blocks) is unchanged (docs/PERFORMANCE.md).
+                // One-lane rows of one or two whole chunks take the rows kernel, LANE_ROWS rows a thread,
+                // with the same bits. *Predicted* (docs/PERFORMANCE.md): 2^22 × 4 f32 nearer its 80 MB of
+                // traffic, with four rows' loads in flight a thread where the tile keeps one.
+                let lanes = LOAD_BYTES / size as u64;
+                let (k, rows_per_thread) = match layout.rows_len() {
+                    Some(len) if width == 1 && (lanes..=2 * lanes).contains(&len) => {
+                        (SegmentedKernel::Rows, LANE_ROWS)
+                    }
+                    _ => (SegmentedKernel::Tile, 1),
+                };
                 let blocks = count
-                    .div_ceil(per_block / width as u64)
+                    .div_ceil(per_block / width as u64 * rows_per_thread)
                     .min(gpu.info().sm_count as u64 * TILE_BLOCKS_PER_SM);
-                let (k, s) = shape(SegmentedKernel::Tile, blocks)?;
+                let (k, s) = shape(k, blocks)?;
                 launch(gpu, k, s, stream, params)
             }
             Plan::Block => {

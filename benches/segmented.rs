@@ -17,7 +17,8 @@ use std::process::ExitCode;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use reduce_host::{
-    Determinism, DeviceSegmentedReduce, DeviceView, Gpu, Indexed, Segments, SoftmaxStats, cpu,
+    Determinism, DeviceSegmentedReduce, DeviceView, Gpu, Indexed, PlanOverrides, Segments, SoftmaxStats,
+    cpu,
 };
 use support::cub::Cub;
 use support::timing;
@@ -235,28 +236,41 @@ fn run() -> Result<bool, BoxError> {
             Ok(())
         })?;
 
-        // Exploration, printed only: ragged shapes timed with the kernel planned for each length listed in
-        // SEGMENTED_OFFSETS_AS (e.g. `5000,10000`), where their mean picks one.
-        if matches!(shape, Shape::Ragged { .. }) {
-            let lens = std::env::var("SEGMENTED_OFFSETS_AS").unwrap_or_default();
-            for len in lens.split(',').filter_map(|l| l.trim().parse::<usize>().ok()) {
-                seg.set_offsets_plan_len(Some(len));
-                // SAFETY: as above.
-                let s_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
-                    unsafe { seg.sum_async(window(k), segments, &mut sums, s)? };
-                    Ok(())
-                })?;
-                // SAFETY: as above.
-                let a_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
-                    unsafe { seg.argmax_async(window(k), segments, &mut args, s)? };
-                    Ok(())
-                })?;
-                eprintln!(
-                    "{}: planned as length {len}: sum {s_us:.1} µs, argmax {a_us:.1} µs",
-                    shape.label()
-                );
+        // Exploration, printed only: every shape timed under each plan override listed in
+        // SEGMENTED_EXPLORE, `;`-separated lists of `len=…` (offsets planned as this length), `threads=…`
+        // (tile and rows block size), `rows=0|1` (the rows kernel), `bps=…` (tile blocks per SM).
+        for config in std::env::var("SEGMENTED_EXPLORE").unwrap_or_default().split(';') {
+            let mut o = PlanOverrides::default();
+            for kv in config.split(',').filter(|kv| !kv.trim().is_empty()) {
+                let (k, v) = kv.split_once('=').ok_or("SEGMENTED_EXPLORE: key=value")?;
+                let v: u64 = v.trim().parse()?;
+                match k.trim() {
+                    "len" => o.offsets_len = Some(v),
+                    "threads" => o.tile_threads = Some(v as u32),
+                    "rows" => o.rows_kernel = Some(v != 0),
+                    "bps" => o.tile_blocks_per_sm = Some(v as u32),
+                    other => return Err(format!("SEGMENTED_EXPLORE: unknown key {other}").into()),
+                }
             }
-            seg.set_offsets_plan_len(None);
+            if config.trim().is_empty() {
+                continue;
+            }
+            seg.set_plan_overrides(o)?;
+            // SAFETY: as above.
+            let s_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
+                unsafe { seg.sum_async(window(k), segments, &mut sums, s)? };
+                Ok(())
+            })?;
+            // SAFETY: as above.
+            let a_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
+                unsafe { seg.argmax_async(window(k), segments, &mut args, s)? };
+                Ok(())
+            })?;
+            eprintln!(
+                "explore {} [{config}]: sum {s_us:.1} µs, argmax {a_us:.1} µs",
+                shape.label()
+            );
+            seg.set_plan_overrides(PlanOverrides::default())?;
         }
 
         // The reproducible sum (Determinism::GpuToGpu): a warp per row of at most 8192 elements, a block per

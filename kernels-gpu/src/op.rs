@@ -40,6 +40,16 @@ pub trait ReduceOp {
         Self::combine(acc, tree[0])
     }
 
+    /// Stores a result at `p`. The default is a plain store; [`ArgExtreme`] writes its padding too.
+    ///
+    /// # Safety
+    /// `p` must be valid and aligned for a write of `Self::Acc`.
+    #[inline(always)]
+    unsafe fn write(p: *mut Self::Acc, v: Self::Acc) {
+        // SAFETY: forwarded to the caller.
+        unsafe { p.write(v) }
+    }
+
     /// Reduces one accumulator per lane over segments of `width` lanes, as [`crate::warp::reduce`] (which
     /// calls it). The default is the fixed shuffle tree of whole accumulators
     /// ([`crate::warp::tree_reduce`]); operators override it when a cheaper exchange gives the same result
@@ -336,6 +346,29 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
     #[inline(always)]
     fn combine(a: Indexed<T>, b: Indexed<T>) -> Indexed<T> {
         choose::<T, D>(a, b)
+    }
+
+    /// Two 8-byte stores: the value's bits zero-extended, then the index. A plain store leaves the padding
+    /// after a value of under 8 bytes unwritten, so every 32-byte sector of the results is written in part,
+    /// and a sector written in part costs L2 a read of DRAM before it can write it back (ECC covers whole
+    /// sectors). Short rows' argmax writes as many result bytes as it reads (2^22 rows of 4 f32: 64 MB).
+    #[inline(always)]
+    unsafe fn write(p: *mut Indexed<T>, v: Indexed<T>) {
+        const { assert!(size_of::<Indexed<T>>() == 16 && size_of::<T>() <= 8) };
+        let (mut bits, mut shift) = (0u64, 0u32);
+        // `map_words` hands over the value's words, low first; the identity map leaves it as it is.
+        v.value.map_words(|w| {
+            bits |= (w as u64) << shift;
+            shift += 32;
+            w
+        });
+        let q = p as *mut u64;
+        // SAFETY: `Indexed<T>` is `repr(C)`, 16 bytes aligned to 8: the value and its padding fill the
+        // first word and the index the second, both inside `*p` (valid and aligned: the caller).
+        unsafe {
+            q.write(bits);
+            q.add(1).write(v.index);
+        }
     }
 
     /// Values first, indices only when needed: the run's best value by a NaN-propagating tree (one

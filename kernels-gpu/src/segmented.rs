@@ -193,7 +193,7 @@ where
         let r = unsafe { warp::reduce::<Op>(acc, w as u32, FULL_MASK) };
         if valid && rank == 0 {
             // SAFETY: s < count results.
-            unsafe { p.out.add(s as usize).write(r) };
+            unsafe { Op::write(p.out.add(s as usize), r) };
         }
         base += warps * per_warp;
     }
@@ -277,7 +277,7 @@ where
             }
             if row(k) < p.count {
                 // SAFETY: row(k) < count results.
-                unsafe { p.out.add(row(k) as usize).write(acc) };
+                unsafe { Op::write(p.out.add(row(k) as usize), acc) };
             }
         });
         first += LANE_ROWS * threads;
@@ -312,7 +312,7 @@ where
         let r = unsafe { block::reduce::<Op>(acc) };
         if t == 0 {
             // SAFETY: b < count · pieces partials.
-            unsafe { p.partials.add(b as usize).write(r) };
+            unsafe { Op::write(p.partials.add(b as usize), r) };
         }
         // The next round's block reduction reuses the shared slots warp 0 just read.
         // SAFETY: every thread of the block gets here.
@@ -359,7 +359,7 @@ pub unsafe fn combine<Op: ReduceOp>(p: Params<Op>) {
         let r = unsafe { block::reduce::<Op>(acc) };
         if t == 0 {
             // SAFETY: s < count.
-            unsafe { p.out.add(s as usize).write(r) };
+            unsafe { Op::write(p.out.add(s as usize), r) };
         }
         // The next segment's block reduction reuses the shared slots warp 0 just read.
         // SAFETY: every thread of the block gets here.

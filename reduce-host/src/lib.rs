@@ -94,6 +94,8 @@ pub use histogram::{Counter, DeviceHistogram, EvenBins, HistogramSample};
 pub use images::Code;
 pub use reduce::{Combine, DeviceReduce};
 pub use segmented::{DeviceSegmentedReduce, SoftmaxElement, SoftmaxStats};
+#[doc(hidden)]
+pub use segmented::PlanOverrides;
 pub use segments::Segments;
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,

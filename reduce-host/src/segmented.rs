@@ -8,6 +8,8 @@ use reduce_contract::{Module, Op, Sample};
 use crate::determinism::Determinism;
 use crate::dispatch::Span;
 use crate::dispatch::segmented::{self, Layout, Scratch};
+#[doc(hidden)]
+pub use crate::dispatch::segmented::PlanOverrides;
 use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
@@ -147,11 +149,19 @@ impl DeviceSegmentedReduce {
         self.scratch.repro_split = split;
     }
 
-    /// Plans offset segments as if each were `len` elements long (`None`: their mean length), so benchmarks
-    /// can compare the kernels on one input.
+    /// Overrides the kernels' plans, so benchmarks can compare them on one input (see [`PlanOverrides`]).
     #[doc(hidden)]
-    pub fn set_offsets_plan_len(&mut self, len: Option<usize>) {
-        self.scratch.offsets_len = len.map(|l| l as u64);
+    pub fn set_plan_overrides(&mut self, overrides: PlanOverrides) -> Result<()> {
+        // The tile kernel's shuffles need whole warps.
+        if let Some(t) = overrides.tile_threads
+            && (t == 0 || t > 1024 || !t.is_multiple_of(32))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "tile blocks of {t} threads: a multiple of 32 up to 1024"
+            )));
+        }
+        self.scratch.overrides = overrides;
+        Ok(())
     }
 
     /// The module of a sum of `T`: the reproducible kernels for float sums under `GpuToGpu`.

@@ -157,8 +157,23 @@ pub(crate) struct Scratch {
     /// A test's choice for the reproducible sums of long rows (`Some(true)`: always split them into
     /// chunks, `Some(false)`: never); `None` chooses by the row count. Never changes the bits.
     pub repro_split: Option<bool>,
-    /// A benchmark's choice of the length that plans offset segments (`None`: their mean).
+    /// A benchmark's overrides of the plans (none changes a result's bits).
+    pub overrides: PlanOverrides,
+}
+
+/// A benchmark's overrides of the segmented plans, to compare kernels on one input; `Default` overrides
+/// nothing. None of them changes a result's bits.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PlanOverrides {
+    /// Plan offset segments as if each were this long (instead of by their mean length).
     pub offsets_len: Option<u64>,
+    /// Threads per block of the tile and rows kernels (instead of [`SEGMENTED_THREADS`]).
+    pub tile_threads: Option<u32>,
+    /// Whether one-lane rows of one or two chunks take the rows kernel (instead of yes).
+    pub rows_kernel: Option<bool>,
+    /// Most blocks per SM of a tile or rows launch (instead of [`TILE_BLOCKS_PER_SM`] for 256 threads).
+    pub tile_blocks_per_sm: Option<u32>,
 }
 
 impl Scratch {
@@ -169,7 +184,7 @@ impl Scratch {
             staging: Pinned::new(size_of::<u32>())?,
             last_use: LastUse::new()?,
             repro_split: None,
-            offsets_len: None,
+            overrides: PlanOverrides::default(),
         })
     }
 
@@ -236,7 +251,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     let size = size_of::<T>();
     let plan = match layout.rows_len() {
         Some(len) => Plan::for_len(len, size)?,
-        None => match scratch.offsets_len {
+        None => match scratch.overrides.offsets_len {
             Some(len) => Plan::for_offsets(len, 1, size),
             None => Plan::for_offsets(input.len, count, size),
         },
@@ -285,9 +300,13 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         }
         _ => SEGMENTED_THREADS,
     };
+    // The tile and rows kernels' results do not depend on their block size (a segment is a group of lanes
+    // of one warp).
+    let tile_threads = scratch.overrides.tile_threads.unwrap_or(SEGMENTED_THREADS);
     let shape = |k: SegmentedKernel, blocks: u64| -> Result<(Kernel, Launch)> {
         let threads = match k {
             SegmentedKernel::Block => block_threads,
+            SegmentedKernel::Tile | SegmentedKernel::Rows => tile_threads,
             _ => SEGMENTED_THREADS,
         };
         function_for(gpu, kernel(k), threads)?;
@@ -300,7 +319,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             },
         ))
     };
-    let per_block = SEGMENTED_THREADS as u64;
+    let per_block = tile_threads as u64;
 
     scratch.last_use.acquire(stream)?;
     // SAFETY (every launch): `input`, the offsets and `out` are valid (the caller); the partials hold
@@ -320,15 +339,20 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 // with the same bits. *Predicted* (docs/PERFORMANCE.md): 2^22 × 4 f32 nearer its 80 MB of
                 // traffic, with four rows' loads in flight a thread where the tile keeps one.
                 let lanes = LOAD_BYTES / size as u64;
+                let rows_kernel = scratch.overrides.rows_kernel.unwrap_or(true);
                 let (k, rows_per_thread) = match layout.rows_len() {
-                    Some(len) if width == 1 && (lanes..=2 * lanes).contains(&len) => {
+                    Some(len) if rows_kernel && width == 1 && (lanes..=2 * lanes).contains(&len) => {
                         (SegmentedKernel::Rows, LANE_ROWS)
                     }
                     _ => (SegmentedKernel::Tile, 1),
                 };
+                let per_sm = match scratch.overrides.tile_blocks_per_sm {
+                    Some(b) => b as u64,
+                    None => TILE_BLOCKS_PER_SM * SEGMENTED_THREADS as u64 / per_block,
+                };
                 let blocks = count
-                    .div_ceil(per_block / width as u64 * rows_per_thread)
-                    .min(gpu.info().sm_count as u64 * TILE_BLOCKS_PER_SM);
+                    .div_ceil((per_block / width as u64).max(1) * rows_per_thread)
+                    .min(gpu.info().sm_count as u64 * per_sm);
                 let (k, s) = shape(k, blocks)?;
                 launch(gpu, k, s, stream, params)
             }

@@ -17,8 +17,8 @@ use std::process::ExitCode;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use reduce_host::{
-    Determinism, DeviceSegmentedReduce, DeviceView, Gpu, Indexed, PlanOverrides, Segments, SoftmaxStats,
-    cpu,
+    Determinism, DeviceSegmentedReduce, DeviceView, Gpu, Indexed, PlanOverrides, Segments,
+    SoftmaxStats, cpu,
 };
 use support::cub::Cub;
 use support::timing;
@@ -238,8 +238,12 @@ fn run() -> Result<bool, BoxError> {
 
         // Exploration, printed only: every shape timed under each plan override listed in
         // SEGMENTED_EXPLORE, `;`-separated lists of `len=…` (offsets planned as this length), `threads=…`
-        // (tile and rows block size), `rows=0|1` (the rows kernel), `bps=…` (tile blocks per SM).
-        for config in std::env::var("SEGMENTED_EXPLORE").unwrap_or_default().split(';') {
+        // (tile and rows block size), `rows=0|1` (the rows kernel), `bps=…` (tile blocks per SM), `block=…`
+        // (block kernel size of argmax).
+        for config in std::env::var("SEGMENTED_EXPLORE")
+            .unwrap_or_default()
+            .split(';')
+        {
             let mut o = PlanOverrides::default();
             for kv in config.split(',').filter(|kv| !kv.trim().is_empty()) {
                 let (k, v) = kv.split_once('=').ok_or("SEGMENTED_EXPLORE: key=value")?;
@@ -249,6 +253,7 @@ fn run() -> Result<bool, BoxError> {
                     "threads" => o.tile_threads = Some(v as u32),
                     "rows" => o.rows_kernel = Some(v != 0),
                     "bps" => o.tile_blocks_per_sm = Some(v as u32),
+                    "block" => o.block_threads = Some(v as u32),
                     other => return Err(format!("SEGMENTED_EXPLORE: unknown key {other}").into()),
                 }
             }
@@ -266,8 +271,13 @@ fn run() -> Result<bool, BoxError> {
                 unsafe { seg.argmax_async(window(k), segments, &mut args, s)? };
                 Ok(())
             })?;
+            // SAFETY: as above.
+            let x_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
+                unsafe { seg.softmax_stats_async(window(k), segments, &mut stats, s)? };
+                Ok(())
+            })?;
             eprintln!(
-                "explore {} [{config}]: sum {s_us:.1} µs, argmax {a_us:.1} µs",
+                "explore {} [{config}]: sum {s_us:.1} µs, argmax {a_us:.1} µs, softmax_stats {x_us:.1} µs",
                 shape.label()
             );
             seg.set_plan_overrides(PlanOverrides::default())?;

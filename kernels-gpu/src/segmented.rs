@@ -10,7 +10,7 @@
 //!
 //! | kernel | threads per segment | for |
 //! |---|---|---|
-//! | [`rows`] | one thread, [`LANE_ROWS`] rows a trip | rows of one or two whole chunks |
+//! | [`rows`] | one thread, [`LANE_ROWS`] rows a trip | rows of one whole chunk (and a partial one) |
 //! | [`tile`] | `width` lanes (1 … 32) of a warp | short segments, `32 / width` per warp |
 //! | [`block`] with one piece | a block | long segments |
 //! | [`block`] + [`combine`] | `pieces` blocks, then a block over their partials | very long segments |
@@ -199,43 +199,28 @@ where
     }
 }
 
-/// Rows (never offsets) of one or two whole chunks and at most a partial one (`LANES ≤ len ≤ 2 · LANES`),
-/// a thread each, [`LANE_ROWS`] rows a trip: see [`lane_rows`]. Other lengths are the [`tile`]'s; this kernel
-/// writes nothing for them.
+/// Rows (never offsets) of one whole chunk and at most a partial one (`LANES ≤ len < 2 · LANES`: 4 … 7 f32),
+/// a thread each, [`LANE_ROWS`] rows a trip: thread `t` of `T` takes rows `t, t + T, …`, so each load and
+/// store of a warp is contiguous. Every chunk load of a trip is issued before any is used, where [`tile`]'s
+/// loop keeps one row's in flight (its store of a result may alias the next row's input). A row's result is
+/// [`fold_chunks`]' for one lane, the same `fold_run` and partial fold in the same order, so its bits are
+/// the tile's at width 1. Other lengths are the tile's; this kernel writes nothing for them.
+///
+/// Rows of two whole chunks stay with the tile, whose lane already loads both at once: 2^20 rows of 8 f32
+/// took 13.2 µs a sum and 17.7 an argmax here, 12.8 and 16.7 in the tile (H200).
 ///
 /// # Safety
-/// As [`tile`], with `begin` null.
+/// As [`tile`], with `begin` null and every row inside the input.
 #[inline(always)]
 pub unsafe fn rows<Op: ReduceOp>(p: Params<Op>)
 where
     Op::In: Vectorize,
 {
-    let lanes = <Op::In as Vectorize>::LANES as u64;
-    // The branch is uniform: rows have one length.
-    if p.len == 2 * lanes {
-        // SAFETY: forwarded; rows of two whole chunks.
-        unsafe { lane_rows::<Op, 2>(p) }
-    } else if p.len >= lanes && p.len < 2 * lanes {
-        // SAFETY: forwarded; rows of one whole chunk and a partial one.
-        unsafe { lane_rows::<Op, 1>(p) }
-    }
-}
-
-/// Rows of `len` elements with `FULL` whole chunks (`FULL · LANES ≤ len < (FULL + 1) · LANES` and
-/// `len ≤ 2 · LANES`), a thread each, [`LANE_ROWS`] rows a trip: thread `t` of `T` takes rows `t, t + T, …`,
-/// so each load and store of a warp is contiguous. Every load of a trip is issued before any is used, where
-/// [`tile`]'s loop keeps one row's in flight (its store of a result may alias the next row's input). A row's
-/// result is [`fold_chunks`]' for one lane, the same `fold_run`s in the same order, so its bits are the
-/// generic loop's.
-///
-/// # Safety
-/// As [`tile`], for rows (`begin` null) of such a length, every row inside the input.
-#[inline(always)]
-unsafe fn lane_rows<Op: ReduceOp, const FULL: usize>(p: Params<Op>)
-where
-    Op::In: Vectorize,
-{
     let lanes = <Op::In as Vectorize>::LANES;
+    // Uniform: rows have one length.
+    if p.len < lanes as u64 || p.len >= 2 * lanes as u64 {
+        return;
+    }
     let threads = arch::grid_threads();
     let mut first = arch::global_thread_idx();
     while first < p.count {
@@ -243,41 +228,36 @@ where
         // Rows past the last re-read the last one, so the loads need no branch; their results are dropped.
         // SAFETY: the clamped row is below `count`, so it lies inside the input (launch contract).
         let start = |k: usize| unsafe { p.input.add((row(k).min(p.count - 1) * p.stride) as usize) };
-        let load = |k: usize| -> [Vec16<<Op::In as Vectorize>::Array>; FULL] {
+        let load = |k: usize| {
             let at = start(k);
-            let aligned = (at as u64).is_multiple_of(16);
-            core::array::from_fn(|c| {
-                // SAFETY: chunk c < FULL lies inside the row; an aligned row makes it 16-byte aligned.
-                unsafe {
-                    let q = at.add(c * lanes);
-                    if aligned {
-                        arch::load_vec16(q as *const Vec16<<Op::In as Vectorize>::Array>)
-                    } else {
-                        <Op::In as Vectorize>::gather(q)
-                    }
+            // SAFETY: the row's first chunk lies inside it; an aligned row makes it 16-byte aligned.
+            unsafe {
+                if (at as u64).is_multiple_of(16) {
+                    arch::load_vec16(at as *const Vec16<<Op::In as Vectorize>::Array>)
+                } else {
+                    <Op::In as Vectorize>::gather(at)
                 }
-            })
+            }
         };
         // Unrolled in the source: a rolled loop over `x` would put it in local memory (long bodies: the
         // argmax's fold, u8's 16 scalar loads a chunk).
         const { assert!(LANE_ROWS == 4) };
         let x = [load(0), load(1), load(2), load(3)];
         unroll!(K in [0, 1, 2, 3] {
-            let k = K;
-            let mut acc = Op::fold_run(Op::identity(), FULL * lanes, |i| {
-                (<Op::In as Vectorize>::lane(&x[k][i / lanes], i % lanes), i as u64)
+            let mut acc = Op::fold_run(Op::identity(), lanes, |i| {
+                (<Op::In as Vectorize>::lane(&x[K], i), i as u64)
             });
             // The partial chunk, element by element as `fold_chunks` takes it.
-            let at = start(k);
-            let mut i = (FULL * lanes) as u64;
+            let at = start(K);
+            let mut i = lanes as u64;
             while i < p.len {
                 // SAFETY: i < len.
                 acc = Op::combine(acc, Op::lift(unsafe { at.add(i as usize).read() }, i));
                 i += 1;
             }
-            if row(k) < p.count {
-                // SAFETY: row(k) < count results.
-                unsafe { Op::write(p.out.add(row(k) as usize), acc) };
+            if row(K) < p.count {
+                // SAFETY: row(K) < count results.
+                unsafe { Op::write(p.out.add(row(K) as usize), acc) };
             }
         });
         first += LANE_ROWS * threads;

@@ -350,7 +350,7 @@ pub enum SegmentedKernel {
     Block,
     /// One block per segment combining its `pieces` partials in a fixed order (second pass).
     Combine,
-    /// Rows of one or two whole 16-byte chunks (and a partial one): a thread per row,
+    /// Rows of one whole 16-byte chunk and a partial one (4 … 7 f32): a thread per row,
     /// [`crate::layout::LANE_ROWS`] rows a trip, with the bits of `Tile` at width 1. A kernel of its own,
     /// so that its registers (every row's loads in flight) do not lower the tile's occupancy.
     Rows,

@@ -54,8 +54,8 @@ unsafe impl cust_core::DeviceCopy for SoftmaxStats {}
 /// device's waves).
 pub const SEGMENTED_THREADS: u32 = 256;
 
-/// Rows each thread of a one-lane tile reduces per trip (rows of one or two 16-byte chunks): all their loads
-/// are issued before any is used. The host sizes that launch's grid by it.
+/// Rows each thread of the rows kernel reduces per trip (rows of one 16-byte chunk and a partial one): all
+/// their loads are issued before any is used. The host sizes that launch's grid by it.
 pub const LANE_ROWS: u64 = 4;
 
 /// Largest segment, in 16-byte chunks, that one block reduces; longer ones are split across blocks.

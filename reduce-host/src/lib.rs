@@ -93,9 +93,9 @@ pub use half::{BF16, F16};
 pub use histogram::{Counter, DeviceHistogram, EvenBins, HistogramSample};
 pub use images::Code;
 pub use reduce::{Combine, DeviceReduce};
-pub use segmented::{DeviceSegmentedReduce, SoftmaxElement, SoftmaxStats};
 #[doc(hidden)]
 pub use segmented::PlanOverrides;
+pub use segmented::{DeviceSegmentedReduce, SoftmaxElement, SoftmaxStats};
 pub use segments::Segments;
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,

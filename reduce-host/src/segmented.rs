@@ -7,9 +7,9 @@ use reduce_contract::{Module, Op, Sample};
 
 use crate::determinism::Determinism;
 use crate::dispatch::Span;
-use crate::dispatch::segmented::{self, Layout, Scratch};
 #[doc(hidden)]
 pub use crate::dispatch::segmented::PlanOverrides;
+use crate::dispatch::segmented::{self, Layout, Scratch};
 use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
@@ -152,12 +152,15 @@ impl DeviceSegmentedReduce {
     /// Overrides the kernels' plans, so benchmarks can compare them on one input (see [`PlanOverrides`]).
     #[doc(hidden)]
     pub fn set_plan_overrides(&mut self, overrides: PlanOverrides) -> Result<()> {
-        // The tile kernel's shuffles need whole warps.
-        if let Some(t) = overrides.tile_threads
-            && (t == 0 || t > 1024 || !t.is_multiple_of(32))
+        // The kernels' shuffles need whole warps.
+        if let Some(t) = overrides
+            .tile_threads
+            .into_iter()
+            .chain(overrides.block_threads)
+            .find(|&t| t == 0 || t > 1024 || !t.is_multiple_of(32))
         {
             return Err(Error::InvalidArgument(format!(
-                "tile blocks of {t} threads: a multiple of 32 up to 1024"
+                "blocks of {t} threads: a multiple of 32 up to 1024"
             )));
         }
         self.scratch.overrides = overrides;

@@ -238,7 +238,7 @@ fn fixed_every_length<T: Extremes>() {
     }
 }
 
-/// Short rows (1 … 33 elements: one-lane rows of one or two whole chunks for every type take the rows
+/// Short rows (1 … 33 elements: rows of one whole chunk and a partial one, for every type, take the rows
 /// kernel) give the same bits as the same segments given as offsets (which take the tile kernel of their
 /// length), aligned and not, and the CPU's results.
 fn short_rows_match_offsets<T: Extremes>() {
@@ -260,7 +260,11 @@ fn short_rows_match_offsets<T: Extremes>() {
             let what = format!("rows {count}×{len} @{offset}");
             check(&rows, &host, &cpu::row_ranges(count, len, len), &what);
             let offsets = run_all(&mut seg, input, Segments::offsets(&begin, &end));
-            assert_eq!(rows.bits(), offsets.bits(), "{what}: rows and offsets differ");
+            assert_eq!(
+                rows.bits(),
+                offsets.bits(),
+                "{what}: rows and offsets differ"
+            );
         }
     }
 }

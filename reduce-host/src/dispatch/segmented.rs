@@ -25,8 +25,15 @@ const TILE_CHUNKS: u64 = 64;
 /// Segments up to this many chunks get one warp; longer ones a block.
 const WARP_CHUNKS: u64 = 2048;
 
-/// Most blocks per SM of a tile launch (see its launch below).
+/// Most blocks per SM of a tile launch of 256 threads, scaled for other sizes (see its launch below).
 const TILE_BLOCKS_PER_SM: u64 = 32;
+
+/// Threads per block of the tile and rows kernels, whose results do not depend on it (a segment is a group
+/// of lanes of one warp). Two warps: a block retires when its slowest warp does, so the fewer warps share a
+/// block, the less an SM idles behind one long segment. Measured on the H200 (docs/PERFORMANCE.md, f32,
+/// 256 → 64 threads): ragged offsets' argmax 108.8 → 102.8 µs, 2^16 × 1024 argmax 79.0 → 77.0, sums the
+/// same or better by up to 1 %.
+const TILE_THREADS: u32 = 64;
 
 /// Most blocks a launch asks for: the kernels stride over segments (and pieces) past the grid.
 const MAX_GRID: u64 = 1 << 20;
@@ -170,10 +177,13 @@ pub struct PlanOverrides {
     pub offsets_len: Option<u64>,
     /// Threads per block of the tile and rows kernels (instead of [`SEGMENTED_THREADS`]).
     pub tile_threads: Option<u32>,
-    /// Whether one-lane rows of one or two chunks take the rows kernel (instead of yes).
+    /// Whether rows of one chunk and a partial one take the rows kernel (instead of yes).
     pub rows_kernel: Option<bool>,
     /// Most blocks per SM of a tile or rows launch (instead of [`TILE_BLOCKS_PER_SM`] for 256 threads).
     pub tile_blocks_per_sm: Option<u32>,
+    /// Threads per block of the block kernel, for operators whose bits no tree changes (instead of the
+    /// size fitted to the waves).
+    pub block_threads: Option<u32>,
 }
 
 impl Scratch {
@@ -284,25 +294,30 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     // wastes the least of the last wave (`tree_free`).
     let block_threads = match plan {
         Plan::Block | Plan::Split { .. } if tree_free(module) => {
-            let blocks = match plan {
-                Plan::Split { pieces } => count * pieces as u64,
-                _ => count,
-            };
-            let f = gpu.function(kernel(SegmentedKernel::Block))?;
-            // A size the kernel cannot run counts as no blocks, so it is never chosen.
-            wave_fitted_threads(blocks, gpu.info().sm_count, |t| {
-                if f.fit_block(t) < t {
-                    Ok(0)
-                } else {
-                    f.blocks_per_sm(t, SMEM_BYTES)
-                }
-            })?
+            if let Some(t) = scratch.overrides.block_threads {
+                function_for(gpu, kernel(SegmentedKernel::Block), t)?;
+                t
+            } else {
+                let blocks = match plan {
+                    Plan::Split { pieces } => count * pieces as u64,
+                    _ => count,
+                };
+                let f = gpu.function(kernel(SegmentedKernel::Block))?;
+                // A size the kernel cannot run counts as no blocks, so it is never chosen.
+                wave_fitted_threads(blocks, gpu.info().sm_count, |t| {
+                    if f.fit_block(t) < t {
+                        Ok(0)
+                    } else {
+                        f.blocks_per_sm(t, SMEM_BYTES)
+                    }
+                })?
+            }
         }
         _ => SEGMENTED_THREADS,
     };
     // The tile and rows kernels' results do not depend on their block size (a segment is a group of lanes
     // of one warp).
-    let tile_threads = scratch.overrides.tile_threads.unwrap_or(SEGMENTED_THREADS);
+    let tile_threads = scratch.overrides.tile_threads.unwrap_or(TILE_THREADS);
     let shape = |k: SegmentedKernel, blocks: u64| -> Result<(Kernel, Launch)> {
         let threads = match k {
             SegmentedKernel::Block => block_threads,
@@ -335,13 +350,13 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 // over segments: measured on the H200 at 2^22 rows of 4 f32, a grid of one block per 256
                 // segments (16384) took 27.3 µs a sum, grids of 1056 / 2112 / 4224 blocks 26.8 / 25.4 /
                 // 24.6 µs; 2^20 × 8 (4096 blocks) is unchanged (docs/PERFORMANCE.md).
-                // One-lane rows of one or two whole chunks take the rows kernel, LANE_ROWS rows a thread,
-                // with the same bits. *Predicted* (docs/PERFORMANCE.md): 2^22 × 4 f32 nearer its 80 MB of
-                // traffic, with four rows' loads in flight a thread where the tile keeps one.
+                // Rows of one whole chunk and a partial one take the rows kernel, LANE_ROWS rows a thread,
+                // with the tile's bits: 2^22 × 4 f32 went from 25.2 to 22.1 µs a sum (H200), four rows'
+                // loads in flight a thread where the tile keeps one.
                 let lanes = LOAD_BYTES / size as u64;
                 let rows_kernel = scratch.overrides.rows_kernel.unwrap_or(true);
                 let (k, rows_per_thread) = match layout.rows_len() {
-                    Some(len) if rows_kernel && width == 1 && (lanes..=2 * lanes).contains(&len) => {
+                    Some(len) if rows_kernel && width == 1 && (lanes..2 * lanes).contains(&len) => {
                         (SegmentedKernel::Rows, LANE_ROWS)
                     }
                     _ => (SegmentedKernel::Tile, 1),

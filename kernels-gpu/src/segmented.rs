@@ -199,8 +199,8 @@ where
     }
 }
 
-/// Rows (never offsets) of one whole chunk and at most a partial one (`LANES ≤ len < 2 · LANES`: 4 … 7 f32),
-/// a thread each, [`LANE_ROWS`] rows a trip: thread `t` of `T` takes rows `t, t + T, …`, so each load and
+/// Rows (never offsets) of one whole chunk and at most a partial one (`LANES ≤ len < 2 · LANES`: 4 … 7
+/// f32), a thread each, [`LANE_ROWS`] rows a trip: thread `t` of `T` takes rows `t, t + T, …`, so each load and
 /// store of a warp is contiguous. Every chunk load of a trip is issued before any is used, where [`tile`]'s
 /// loop keeps one row's in flight (its store of a result may alias the next row's input). A row's result is
 /// [`fold_chunks`]' for one lane, the same `fold_run` and partial fold in the same order, so its bits are
@@ -227,7 +227,8 @@ where
         let row = |k: usize| first + k as u64 * threads;
         // Rows past the last re-read the last one, so the loads need no branch; their results are dropped.
         // SAFETY: the clamped row is below `count`, so it lies inside the input (launch contract).
-        let start = |k: usize| unsafe { p.input.add((row(k).min(p.count - 1) * p.stride) as usize) };
+        let start =
+            |k: usize| unsafe { p.input.add((row(k).min(p.count - 1) * p.stride) as usize) };
         let load = |k: usize| {
             let at = start(k);
             // SAFETY: the row's first chunk lies inside it; an aligned row makes it 16-byte aligned.

@@ -22,18 +22,28 @@ use crate::tuning::REPRO_COMBINE_THREADS;
 /// Segments up to this many 16-byte chunks get a group of lanes narrower than a warp (two chunks a lane).
 const TILE_CHUNKS: u64 = 64;
 
+/// Offset segments whose mean length is over this many chunks take a block each for sums. Lengths that
+/// vary leave a warp per segment finishing unevenly, and the sum's block tree costs less than that; the
+/// other operators' costs more. Measured on the H200 at 16384 segments of U(0, 10^4) f32 (mean 1250
+/// chunks), warp / block per segment: sum 86.4 / 80.1 µs, argmax 102.1 / 126.0, softmax statistics
+/// 102.7 / 113.9 (docs/PERFORMANCE.md). Rows of 1024 f32 (256 chunks) reach 94 % of the read ceiling
+/// with a warp each, so the threshold stays above them.
+const BLOCK_SUM_CHUNKS: u64 = 512;
+
 /// Segments up to this many chunks get one warp; longer ones a block.
 const WARP_CHUNKS: u64 = 2048;
 
 /// Most blocks per SM of a tile launch of 256 threads, scaled for other sizes (see its launch below).
 const TILE_BLOCKS_PER_SM: u64 = 32;
 
-/// Threads per block of the tile and rows kernels, whose results do not depend on it (a segment is a group
-/// of lanes of one warp). Two warps: a block retires when its slowest warp does, so the fewer warps share a
-/// block, the less an SM idles behind one long segment. Measured on the H200 (docs/PERFORMANCE.md, f32,
-/// 256 → 64 threads): ragged offsets' argmax 108.8 → 102.8 µs, 2^16 × 1024 argmax 79.0 → 77.0, sums the
-/// same or better by up to 1 %.
-const TILE_THREADS: u32 = 64;
+/// Threads per block of the tile kernel at a warp per segment, whose results do not depend on it (a
+/// segment is a group of lanes of one warp). Two warps: a block retires when its slowest warp does, so the
+/// fewer warps share a block, the less an SM idles behind one long segment. Narrower tiles, whose threads
+/// do little each, keep [`SEGMENTED_THREADS`]: small blocks would be launched faster than they finish.
+/// Measured on the H200 (docs/PERFORMANCE.md, f32, 256 → 64 threads): ragged offsets' argmax 108.6 →
+/// 102.1 µs and softmax statistics 110.3 → 102.7, 2^16 × 1024 argmax 79.0 → 77.0, sums within 1 %; but
+/// 2^20 × 8 (tiles of one lane) 13.0 → 14.9 µs a sum.
+const WARP_TILE_THREADS: u32 = 64;
 
 /// Most blocks a launch asks for: the kernels stride over segments (and pieces) past the grid.
 const MAX_GRID: u64 = 1 << 20;
@@ -74,9 +84,14 @@ impl Plan {
     }
 
     /// The plan for offset-delimited segments, read on the device only: that of their mean length `n /
-    /// count` (an upper bound when they tile the input), a block at most (split needs one length).
-    pub fn for_offsets(n: u64, count: u64, elem_size: usize) -> Plan {
-        match Plan::for_len(n / count.max(1), elem_size) {
+    /// count` (an upper bound when they tile the input), a block at most (split needs one length). Sums
+    /// of a mean over [`BLOCK_SUM_CHUNKS`] take a block per segment where the others take a warp.
+    pub fn for_offsets(n: u64, count: u64, elem_size: usize, sum: bool) -> Plan {
+        let mean = n / count.max(1);
+        if sum && mean.div_ceil(LOAD_BYTES / elem_size as u64) > BLOCK_SUM_CHUNKS {
+            return Plan::Block;
+        }
+        match Plan::for_len(mean, elem_size) {
             Ok(Plan::Tile { width }) => Plan::Tile { width },
             _ => Plan::Block,
         }
@@ -175,7 +190,8 @@ pub(crate) struct Scratch {
 pub struct PlanOverrides {
     /// Plan offset segments as if each were this long (instead of by their mean length).
     pub offsets_len: Option<u64>,
-    /// Threads per block of the tile and rows kernels (instead of [`SEGMENTED_THREADS`]).
+    /// Threads per block of the tile and rows kernels (instead of [`WARP_TILE_THREADS`] or
+    /// [`SEGMENTED_THREADS`]).
     pub tile_threads: Option<u32>,
     /// Whether rows of one chunk and a partial one take the rows kernel (instead of yes).
     pub rows_kernel: Option<bool>,
@@ -259,11 +275,12 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         return unsafe { enqueue_reproducible(gpu, scratch, module, input, layout, out, stream) };
     }
     let size = size_of::<T>();
+    let sum = matches!(module, Module::Segmented(Op::Sum, _));
     let plan = match layout.rows_len() {
         Some(len) => Plan::for_len(len, size)?,
         None => match scratch.overrides.offsets_len {
-            Some(len) => Plan::for_offsets(len, 1, size),
-            None => Plan::for_offsets(input.len, count, size),
+            Some(len) => Plan::for_offsets(len, 1, size, sum),
+            None => Plan::for_offsets(input.len, count, size, sum),
         },
     };
     if let Plan::Split { pieces } = plan {
@@ -317,7 +334,11 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     };
     // The tile and rows kernels' results do not depend on their block size (a segment is a group of lanes
     // of one warp).
-    let tile_threads = scratch.overrides.tile_threads.unwrap_or(TILE_THREADS);
+    let tile_threads = match (scratch.overrides.tile_threads, plan) {
+        (Some(t), _) => t,
+        (None, Plan::Tile { width: 32 }) => WARP_TILE_THREADS,
+        (None, _) => SEGMENTED_THREADS,
+    };
     let shape = |k: SegmentedKernel, blocks: u64| -> Result<(Kernel, Launch)> {
         let threads = match k {
             SegmentedKernel::Block => block_threads,
@@ -706,16 +727,25 @@ mod tests {
 
     #[test]
     fn offsets_plan_by_the_mean_length_and_never_split() {
-        assert_eq!(Plan::for_offsets(0, 0, 4), Plan::Tile { width: 1 });
+        for sum in [false, true] {
+            assert_eq!(Plan::for_offsets(0, 0, 4, sum), Plan::Tile { width: 1 });
+            assert_eq!(Plan::for_offsets(1 << 28, 1, 4, sum), Plan::Block);
+            assert_eq!(
+                Plan::for_offsets(1 << 20, 1 << 20, 4, sum),
+                Plan::Tile { width: 1 }
+            );
+            // 512 chunks of f32 take a warp either way; sums of more take a block.
+            assert_eq!(
+                Plan::for_offsets(2048 * 1000, 1000, 4, sum),
+                Plan::Tile { width: 32 }
+            );
+        }
         assert_eq!(
-            Plan::for_offsets(5000 * 1000, 1000, 4),
+            Plan::for_offsets(5000 * 1000, 1000, 4, false),
             Plan::Tile { width: 32 }
         );
-        assert_eq!(Plan::for_offsets(1 << 28, 1, 4), Plan::Block);
-        assert_eq!(
-            Plan::for_offsets(1 << 20, 1 << 20, 4),
-            Plan::Tile { width: 1 }
-        );
+        assert_eq!(Plan::for_offsets(5000 * 1000, 1000, 4, true), Plan::Block);
+        assert_eq!(Plan::for_offsets(2049 * 1000, 1000, 4, true), Plan::Block);
     }
 
     #[test]

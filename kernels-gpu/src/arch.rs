@@ -97,6 +97,22 @@ pub unsafe fn atomic_add_u32(p: *mut u32, v: u32) -> u32 {
     old
 }
 
+/// Atomically `*p = if *p >= limit { 0 } else { *p + 1 }` (PTX `atom.inc`), returning the old value, with
+/// relaxed ordering at GPU scope: a counter that wraps to zero by itself after `limit + 1` increments.
+///
+/// # Safety
+/// `p` must be a valid, aligned global `u32`.
+#[inline(always)]
+pub unsafe fn atomic_inc_u32(p: *mut u32, limit: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller guarantees `p` is a valid global u32.
+    unsafe {
+        asm!("atom.relaxed.gpu.global.inc.u32 {0}, [{1}], {2};", out(reg32) old, in(reg64) p, in(reg32) limit,
+             options(nostack))
+    };
+    old
+}
+
 /// `x` rounded toward zero to `u32`, saturating (NaN gives 0): Rust's `x as u32`, in one `cvt.rzi.u32.f32`.
 /// LLVM brackets `as` with compares and selects that the instruction already does in hardware.
 #[inline(always)]

@@ -4,8 +4,8 @@
 //! - **two-pass** ([`partials`] then [`finalize`]): a second one-block kernel reduces the partials in a fixed
 //!   order. Deterministic.
 //! - **last block** ([`last_block`]): one kernel; each block writes its partial, fences, takes a ticket, and
-//!   the block that draws the last ticket (a value the host computes: the counter is never reset, so no
-//!   launch needs a reset ahead of it) reduces all partials in a fixed order. Deterministic.
+//!   the block that draws the last ticket (from a counter that wraps back to zero as it does, so no launch
+//!   needs a reset ahead of it) reduces all partials in a fixed order. Deterministic.
 //! - **atomic** ([`atomic`]): one kernel; each block adds its partial into a zeroed result. Floating-point
 //!   results depend on the order the blocks arrive in, so they are not reproducible.
 use crate::arch::{self, AtomicAdd};
@@ -78,19 +78,20 @@ pub unsafe fn finalize<Op: ReduceOp>(partials: *const Op::Acc, count: u64, out: 
     }
 }
 
-/// Single pass with the last-block-done protocol. Every block adds one to `*ticket`; the one that draws
-/// `last` (the counter's value at launch plus `gridDim.x - 1`, wrapping) combines. The counter is left as it
-/// is, `gridDim.x` higher, so the host never needs to reset it between launches.
+/// Single pass with the last-block-done protocol. Every block takes a ticket from `*ticket` with an
+/// increment that wraps at `gridDim.x` (`atom.inc`); the one that draws `gridDim.x - 1` combines, and its
+/// increment has put the counter back to zero. So no launch needs a reset ahead of it, nor the host to
+/// know the counter's value: a launch replayed from a CUDA graph works as one enqueued directly.
 ///
 /// # Safety
 /// `input` valid for `n` reads, `partials` for `gridDim.x` elements, `out` for one write, `ticket` a valid
-/// `u32` that no other kernel uses concurrently, holding `last + 1 - gridDim.x` (wrapping) at launch.
+/// `u32` that no other kernel uses concurrently, zero at launch (every completed launch leaves it so).
 #[inline(always)]
 pub unsafe fn last_block<Op: ReduceOp>(
     input: *const Op::In,
     n: u64,
     partials: *mut Op::Acc,
-    (ticket, last): (*mut u32, u32),
+    ticket: *mut u32,
     out: *mut Op::Acc,
 ) where
     Op::In: Vectorize,
@@ -107,7 +108,8 @@ pub unsafe fn last_block<Op: ReduceOp>(
             partials.add(arch::block_idx() as usize).write(p);
             // Publish the partial before taking a ticket: whoever draws the last ticket must see it.
             arch::fence_gpu();
-            let t = arch::atomic_add_u32(ticket, 1);
+            let last = arch::grid_dim() - 1;
+            let t = arch::atomic_inc_u32(ticket, last);
             flag.write_volatile((t == last) as u32);
         }
     }

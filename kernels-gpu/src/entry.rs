@@ -69,7 +69,7 @@ macro_rules! reduce_kernels {
             #[unsafe(export_name = kernel_name!(reduce last_block $op $ty))]
             pub unsafe extern "ptx-kernel" fn last_block(p: Params) {
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::device::last_block::<Op>(p.input, p.n, p.partials, (p.ticket, p.last_ticket), p.out) }
+                unsafe { crate::device::last_block::<Op>(p.input, p.n, p.partials, p.ticket, p.out) }
             }
 
             atomic_kernel!($op $ty);

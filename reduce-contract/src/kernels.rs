@@ -332,7 +332,7 @@ pub enum ReduceKernel {
     Partials,
     /// One block combining `count` partials into `out`.
     Finalize,
-    /// Single pass; the block that draws `last_ticket` combines.
+    /// Single pass; the block that draws the last ticket combines.
     LastBlock,
     /// Single pass with atomic adds into a zeroed `out` (sums only).
     Atomic,

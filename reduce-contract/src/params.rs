@@ -19,12 +19,9 @@ pub struct ReduceParams<In, Acc> {
     pub partials: *mut Acc,
     /// Partials `finalize` combines.
     pub count: u64,
-    /// The last-block ticket, a counter every block of `last_block` adds one to. It is never reset by the
-    /// kernel: the host knows its value before each launch (see `last_ticket`).
+    /// The last-block ticket: zero at launch, and zero again after `last_block` (its increments wrap at
+    /// the grid size).
     pub ticket: *mut u32,
-    /// The ticket value the last block of `last_block` draws: the counter's value at launch plus the grid
-    /// minus one, wrapping.
-    pub last_ticket: u32,
     /// The result (`finalize`, `last_block`, `atomic`; zeroed before `atomic`).
     pub out: *mut Acc,
 }

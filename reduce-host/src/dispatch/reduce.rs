@@ -26,12 +26,10 @@ pub(crate) enum Strategy {
 /// Async calls may run on any stream; [`LastUse`] keeps two streams from sharing them at the same time.
 pub(crate) struct Scratch {
     partials: DeviceBuffer<u8>,
-    /// Two last-block ticket counters. Word 0 serves launches the host enqueues directly: it is never reset,
-    /// and `ticket_value` is its value once the launches before are done (each adds its grid). Word 1
-    /// serves launches captured into a CUDA graph, which run whenever the graph is replayed, uncounted:
-    /// each is preceded by a captured memset of its word, so every replay starts it from 0.
+    /// The last-block ticket counter: zero, and left zero by every `last_block` launch (its increments
+    /// wrap at the grid size), so launches enqueued directly and launches replayed from a CUDA graph need
+    /// nothing ahead of them.
     ticket: DeviceBuffer<u32>,
-    ticket_value: u32,
     /// Where blocking calls have their result written.
     pub result: DeviceBuffer<u8>,
     last_use: LastUse,
@@ -41,8 +39,7 @@ impl Scratch {
     pub fn new(max_grid: u32) -> Result<Self> {
         Ok(Scratch {
             partials: DeviceBuffer::zeroed(max_grid as usize * MAX_ACC_BYTES)?,
-            ticket: DeviceBuffer::zeroed(2)?,
-            ticket_value: 0,
+            ticket: DeviceBuffer::zeroed(1)?,
             result: DeviceBuffer::zeroed(MAX_ACC_BYTES)?,
             last_use: LastUse::new()?,
         })
@@ -96,7 +93,6 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         partials,
         count: 0,
         ticket: scratch.ticket.as_device_ptr().as_raw() as *mut u32,
-        last_ticket: 0,
         out,
     };
     // A kernel's launch: `threads` fitted to its registers, at most one resident wave.
@@ -149,39 +145,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             }
             Strategy::LastBlock => {
                 let (k, s) = shape(ReduceKernel::LastBlock, grid, policy.threads)?;
-                if driver::capturing(stream)? {
-                    // A replay the host cannot count: the graph's own word, zeroed ahead of the kernel.
-                    let word = params.ticket.add(1);
-                    driver::memset_zero(word as u64, std::mem::size_of::<u32>(), stream)?;
-                    let last_ticket = s.grid - 1;
-                    return launch(
-                        gpu,
-                        k,
-                        s,
-                        stream,
-                        ReduceParams {
-                            ticket: word,
-                            last_ticket,
-                            ..params
-                        },
-                    );
-                }
-                // The counter holds `ticket_value` once the launches before this one are done (stream
-                // order, and `acquire` across streams): no reset needed, so no operation ahead of the
-                // kernel.
-                let last_ticket = scratch.ticket_value.wrapping_add(s.grid - 1);
-                launch(
-                    gpu,
-                    k,
-                    s,
-                    stream,
-                    ReduceParams {
-                        last_ticket,
-                        ..params
-                    },
-                )?;
-                scratch.ticket_value = scratch.ticket_value.wrapping_add(s.grid);
-                Ok(())
+                launch(gpu, k, s, stream, params)
             }
             Strategy::Atomic => {
                 driver::memset_zero(out as u64, std::mem::size_of::<Acc>(), stream)?;

@@ -32,7 +32,6 @@ pub(crate) unsafe fn enqueue(
         partials,
         count: grid as u64,
         ticket: std::ptr::null_mut(),
-        last_ticket: 0,
         out,
     };
     let shape = |grid| Launch {

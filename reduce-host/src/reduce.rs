@@ -23,9 +23,8 @@ use crate::view::{DeviceView, DeviceViewMut, Home};
 pub enum Combine {
     /// The default: `TwoPass` for inputs up to 4 MiB, `LastBlock` above. **Deterministic** (the choice
     /// depends only on the input's length and element type). Measured on the H200 (docs/PERFORMANCE.md):
-    /// replayed from a CUDA graph, `TwoPass` took 0.2–0.5 µs less per call than `LastBlock` from 2^15 to
-    /// 2^20 f32, whose fence and ticket cost more than a graph's second kernel; above, `LastBlock` is
-    /// 1–3 % faster.
+    /// replayed from a CUDA graph, the two are within 0.1 µs of each other from 2^15 to 2^20 f32 (`TwoPass`
+    /// the faster by up to 0.1 µs); above, `LastBlock` is 0.5–6 % faster.
     #[default]
     Auto,
     /// A second one-block kernel reduces the partials in a fixed order. **Deterministic**: the same input

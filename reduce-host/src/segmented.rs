@@ -71,15 +71,17 @@ softmax_elements!(f32 => F32, F16 => F16, BF16 => BF16);
 ///
 /// # Kernels and determinism
 /// Each segment is cut into 16-byte chunks dealt round robin to a group of threads whose size depends only
-/// on the segment's length: 1 to 32 lanes of a warp for segments up to 1 KiB (2 chunks a lane), a warp up
-/// to 32 KiB, a block up to 512 KiB, and beyond that several blocks of 256 KiB pieces whose partials a
-/// second kernel combines in a fixed order (argmax, argmin, and the max and min of types other than
-/// f16/bf16, whose bits no tree changes, also fit the block size to the GPU). The chunks of unaligned segments are read with scalar loads in the
-/// same order, so a row-layout segment's result depends only on its values and length: the same bits on
-/// every call and whatever the alignment. Offset segments take the kernel of their mean length, `n /
-/// count` (never split), so a ragged segment's float sum may differ in the last bits between inputs of
-/// different mean length, never between calls on the same input; and a segment far longer than the mean
-/// runs on the few lanes the mean gets (correct, but slow: give such a segment its own call). Under
+/// on the segment's length: 1 to 32 lanes of a warp for segments up to 1 KiB (2 chunks a lane; rows of
+/// 16–31 bytes a thread each, four rows in flight, with the one-lane tile's bits), a warp up to 32 KiB, a
+/// block up to 512 KiB, and beyond that several blocks of 256 KiB pieces whose partials a second kernel
+/// combines in a fixed order (argmax, argmin, and the max and min of types other than f16/bf16, whose bits
+/// no tree changes, also fit the block size to the GPU). The chunks of unaligned segments are read with
+/// scalar loads in the same order, so a row-layout segment's result depends only on its values and length:
+/// the same bits on every call and whatever the alignment. Offset segments take the kernel of their mean
+/// length, `n / count` (never split; sums of a mean over 8 KiB a block each), so a ragged segment's float
+/// sum may differ in the last bits between inputs of different mean length, never between calls on the
+/// same input; and a segment far longer than the mean runs on the few lanes the mean gets (correct, but
+/// slow: give such a segment its own call). Under
 /// [`Determinism::GpuToGpu`] (see [`set_determinism`](Self::set_determinism)) a float sum depends on the
 /// segment's values alone, whatever the layout.
 ///

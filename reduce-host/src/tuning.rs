@@ -51,9 +51,10 @@ const TABLE: &[(u32, Policy)] = &[
 pub const SINGLE_BLOCK_BYTES: u64 = 64 * 1024;
 
 /// [`Combine::Auto`](crate::Combine::Auto) uses `TwoPass` up to this many input bytes, `LastBlock` above.
-/// Measured 2026-11-30 (graphs of 100, f32): LastBlock at 2^15 / 2^18 / 2^20 took 4.84 / 4.99 / 5.94 µs
-/// against TwoPass's 2.94 / 3.12 / 3.93, as a captured LastBlock launch needs a memset of its graph ticket
-/// ahead of it; at 2^28 the two are within 0.3 %.
+/// Measured 2026-11-30 (graphs of 100, f32, docs/PERFORMANCE.md run D): TwoPass / LastBlock at 2^15 /
+/// 2^18 / 2^20 3.3 / 3.4, 3.4 / 3.4 and 4.3 / 4.4 µs, at 2^22 11.5 / 10.8. (Before LastBlock's ticket
+/// wrapped to zero by itself, 4.84 / 4.99 / 5.94 µs against 2.94 / 3.12 / 3.93: a captured LastBlock launch
+/// needed a memset of its graph ticket ahead of it.) At 2^28 the two are within 0.6 %.
 pub const AUTO_TWO_PASS_BYTES: u64 = 4 << 20;
 
 /// Most threads of the single-block path (fewer when a kernel's registers allow fewer).

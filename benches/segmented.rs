@@ -222,19 +222,25 @@ fn run() -> Result<bool, BoxError> {
         let mut args = DeviceBuffer::from_slice(&vec![Indexed::<f32>::default(); count])?;
         let mut stats = DeviceBuffer::from_slice(&vec![SoftmaxStats::default(); count])?;
 
-        // SAFETY (every enqueue): the buffers outlive the timing, which synchronizes before it returns.
-        let sum_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
-            unsafe { seg.sum_async(window(k), segments, &mut sums, s)? };
-            Ok(())
-        })?;
-        let argmax_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
-            unsafe { seg.argmax_async(window(k), segments, &mut args, s)? };
-            Ok(())
-        })?;
-        let softmax_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
-            unsafe { seg.softmax_stats_async(window(k), segments, &mut stats, s)? };
-            Ok(())
-        })?;
+        // The three operations' median times under the handle's current plan.
+        let mut time_ops = |seg: &mut DeviceSegmentedReduce| -> Result<[f64; 3], BoxError> {
+            // SAFETY (every enqueue): the buffers outlive the timing, which synchronizes before it returns.
+            Ok([
+                timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
+                    unsafe { seg.sum_async(window(k), segments, &mut sums, s)? };
+                    Ok(())
+                })?,
+                timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
+                    unsafe { seg.argmax_async(window(k), segments, &mut args, s)? };
+                    Ok(())
+                })?,
+                timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
+                    unsafe { seg.softmax_stats_async(window(k), segments, &mut stats, s)? };
+                    Ok(())
+                })?,
+            ])
+        };
+        let [sum_us, argmax_us, softmax_us] = time_ops(&mut seg)?;
 
         // Exploration, printed only: every shape timed under each plan override listed in
         // SEGMENTED_EXPLORE, `;`-separated lists of `len=…` (offsets planned as this length), `threads=…`
@@ -261,21 +267,7 @@ fn run() -> Result<bool, BoxError> {
                 continue;
             }
             seg.set_plan_overrides(o)?;
-            // SAFETY: as above.
-            let s_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
-                unsafe { seg.sum_async(window(k), segments, &mut sums, s)? };
-                Ok(())
-            })?;
-            // SAFETY: as above.
-            let a_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
-                unsafe { seg.argmax_async(window(k), segments, &mut args, s)? };
-                Ok(())
-            })?;
-            // SAFETY: as above.
-            let x_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
-                unsafe { seg.softmax_stats_async(window(k), segments, &mut stats, s)? };
-                Ok(())
-            })?;
+            let [s_us, a_us, x_us] = time_ops(&mut seg)?;
             eprintln!(
                 "explore {} [{config}]: sum {s_us:.1} µs, argmax {a_us:.1} µs, softmax_stats {x_us:.1} µs",
                 shape.label()
@@ -286,6 +278,7 @@ fn run() -> Result<bool, BoxError> {
         // The reproducible sum (Determinism::GpuToGpu): a warp per row of at most 8192 elements, a block per
         // segment otherwise.
         seg.set_determinism(Determinism::GpuToGpu);
+        // SAFETY (the enqueue): as in `time_ops`.
         let repro_us = timing::time_us(&gpu, &stream, n as u64, copies, &mut |k, s| {
             unsafe { seg.sum_async(window(k), segments, &mut sums, s)? };
             Ok(())

@@ -125,7 +125,7 @@ where
     while c + w < stop_full {
         // Both loads first, then the arithmetic. Two chunks a trip, not the four of the device-wide kernels:
         // every kernel here holds the fold twice (16-byte and scalar loads), and the segmented modules
-        // would double the embedded images; 256-thread blocks still keep 8 KiB in flight each.
+        // would double the embedded images; a full SM of threads still keeps 64 KiB in flight.
         let x = [chunk(c), chunk(c + w)];
         // Element i of the run is lane i % LANES of chunk i / LANES; indices grow with i.
         let get = |i: usize| {
@@ -217,8 +217,8 @@ where
     Op::In: Vectorize,
 {
     let lanes = <Op::In as Vectorize>::LANES;
-    // Uniform: rows have one length.
-    if p.len < lanes as u64 || p.len >= 2 * lanes as u64 {
+    // Uniform: rows have one length. Offsets are the tile's.
+    if !p.begin.is_null() || p.len < lanes as u64 || p.len >= 2 * lanes as u64 {
         return;
     }
     let threads = arch::grid_threads();
@@ -244,8 +244,11 @@ where
         // argmax's fold, u8's 16 scalar loads a chunk).
         const { assert!(LANE_ROWS == 4) };
         let x = [load(0), load(1), load(2), load(3)];
+        // Every row's result before any store, so that no partial chunk's loads wait behind a store they
+        // might alias.
+        let mut acc = [Op::identity(); LANE_ROWS as usize];
         unroll!(K in [0, 1, 2, 3] {
-            let mut acc = Op::fold_run(Op::identity(), lanes, |i| {
+            acc[K] = Op::fold_run(Op::identity(), lanes, |i| {
                 (<Op::In as Vectorize>::lane(&x[K], i), i as u64)
             });
             // The partial chunk, element by element as `fold_chunks` takes it.
@@ -253,12 +256,14 @@ where
             let mut i = lanes as u64;
             while i < p.len {
                 // SAFETY: i < len.
-                acc = Op::combine(acc, Op::lift(unsafe { at.add(i as usize).read() }, i));
+                acc[K] = Op::combine(acc[K], Op::lift(unsafe { at.add(i as usize).read() }, i));
                 i += 1;
             }
+        });
+        unroll!(K in [0, 1, 2, 3] {
             if row(K) < p.count {
                 // SAFETY: row(K) < count results.
-                unsafe { Op::write(p.out.add(row(K) as usize), acc) };
+                unsafe { Op::write(p.out.add(row(K) as usize), acc[K]) };
             }
         });
         first += LANE_ROWS * threads;

@@ -48,10 +48,11 @@ impl Default for SoftmaxStats {
 // SAFETY: a `repr(C)` pair of f32 holds no host pointers.
 unsafe impl cust_core::DeviceCopy for SoftmaxStats {}
 
-/// Threads per block of the segmented kernels, fixed (not fitted to the device) so that a segment's
-/// reduction tree depends only on its length. Argmax, argmin, and the max and min of elements other than
-/// f16/bf16, whose bits no tree changes, may run their block kernel with fewer (the host fits them to the
-/// device's waves).
+/// Threads per block of the segmented block and combine kernels, fixed (not fitted to the device) so that a
+/// segment's reduction tree depends only on its length. Argmax, argmin, and the max and min of elements
+/// other than f16/bf16, whose bits no tree changes, may run their block kernel with fewer (the host fits
+/// them to the device's waves). The tile and rows kernels, whose trees live in one warp, may take any
+/// whole number of warps (the host runs 64 or 256).
 pub const SEGMENTED_THREADS: u32 = 256;
 
 /// Rows each thread of the rows kernel reduces per trip (rows of one 16-byte chunk and a partial one): all

@@ -104,8 +104,8 @@ fn atomic_is_within_the_error_bound() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
 fn calls_captured_into_a_graph_replay_and_leave_the_handle_usable() {
-    // Auto (TwoPass at this size) and LastBlock, whose captured launches keep a ticket of their own:
-    // replays interleaved with direct calls must leave both tickets right.
+    // Auto (TwoPass at this size) and LastBlock, whose captured launches keep a ticket word of their own
+    // (both wrap back to zero in the kernel): replays interleaved with direct calls must leave both right.
     for combine in [Combine::Auto, Combine::LastBlock] {
         graph_replays_interleaved_with_direct_calls(combine);
     }
@@ -141,7 +141,7 @@ fn graph_replays_interleaved_with_direct_calls(combine: Combine) {
                 assert_eq!(sys::cuGraphLaunch(exec, raw), ok);
             }
             stream.synchronize().unwrap();
-            // Direct calls between replays (their ticket is the host-counted one).
+            // Direct calls between replays (their ticket is word 0).
             let direct = reduce.sum(&buf).unwrap();
             assert_eq!(
                 direct.to_bits(),

@@ -26,9 +26,11 @@ pub(crate) enum Strategy {
 /// Async calls may run on any stream; [`LastUse`] keeps two streams from sharing them at the same time.
 pub(crate) struct Scratch {
     partials: DeviceBuffer<u8>,
-    /// The last-block ticket counter: zero, and left zero by every `last_block` launch (its increments
-    /// wrap at the grid size), so launches enqueued directly and launches replayed from a CUDA graph need
-    /// nothing ahead of them.
+    /// Two last-block ticket counters, zero, and left zero by every `last_block` launch (its increments
+    /// wrap at the grid size), so no launch needs anything ahead of it. Word 0 serves launches the host
+    /// enqueues directly, word 1 launches captured into CUDA graphs: a graph replayed beside other calls
+    /// (which the handle's docs rule out) can leave its word wrong for later replays, but never the direct
+    /// calls' word.
     ticket: DeviceBuffer<u32>,
     /// Where blocking calls have their result written.
     pub result: DeviceBuffer<u8>,
@@ -39,7 +41,7 @@ impl Scratch {
     pub fn new(max_grid: u32) -> Result<Self> {
         Ok(Scratch {
             partials: DeviceBuffer::zeroed(max_grid as usize * MAX_ACC_BYTES)?,
-            ticket: DeviceBuffer::zeroed(1)?,
+            ticket: DeviceBuffer::zeroed(2)?,
             result: DeviceBuffer::zeroed(MAX_ACC_BYTES)?,
             last_use: LastUse::new()?,
         })
@@ -107,8 +109,9 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     scratch.last_use.acquire(stream)?;
     // SAFETY (every launch): `input` is valid for `n` reads and `out` for one `Acc` (the caller);
     // `partials` holds `max grid · MAX_ACC_BYTES` bytes (the handle reserves it for its policy) and the
-    // tickets are u32 counters only this handle's kernels use, all serialised across streams by `acquire`;
-    // every kernel gets SMEM_BYTES.
+    // tickets are u32 counters only this handle's kernels use, all serialised across streams by `acquire`,
+    // each zero at launch because every completed `last_block` launch leaves it so; every kernel gets
+    // SMEM_BYTES.
     let launched = (|| unsafe {
         if n == 0 {
             // The finalize body over zero partials writes the identity.
@@ -145,7 +148,8 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             }
             Strategy::LastBlock => {
                 let (k, s) = shape(ReduceKernel::LastBlock, grid, policy.threads)?;
-                launch(gpu, k, s, stream, params)
+                let ticket = params.ticket.add(driver::capturing(stream)? as usize);
+                launch(gpu, k, s, stream, ReduceParams { ticket, ..params })
             }
             Strategy::Atomic => {
                 driver::memset_zero(out as u64, std::mem::size_of::<Acc>(), stream)?;

@@ -179,12 +179,13 @@ pub(crate) struct Scratch {
     /// A test's choice for the reproducible sums of long rows (`Some(true)`: always split them into
     /// chunks, `Some(false)`: never); `None` chooses by the row count. Never changes the bits.
     pub repro_split: Option<bool>,
-    /// A benchmark's overrides of the plans (none changes a result's bits).
+    /// A benchmark's overrides of the plans (see [`PlanOverrides`]).
     pub overrides: PlanOverrides,
 }
 
 /// A benchmark's overrides of the segmented plans, to compare kernels on one input; `Default` overrides
-/// nothing. None of them changes a result's bits.
+/// nothing. Only `offsets_len` can change a result's bits (it picks the offsets' kernel, as their mean
+/// length does).
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PlanOverrides {

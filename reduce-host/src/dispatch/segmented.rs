@@ -51,6 +51,9 @@ const MAX_GRID: u64 = 1 << 20;
 /// Which kernel reduces segments of one length, and with how many threads per segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Plan {
+    /// A thread per row, [`LANE_ROWS`] rows a trip (the rows kernel), for rows of one whole chunk and a
+    /// partial one: the bits of `Tile { width: 1 }`, with every row's loads in flight at once.
+    Rows,
     /// `width` lanes per segment (a power of two, 1 … 32).
     Tile { width: u32 },
     /// One block per segment (the block kernel with one piece).
@@ -80,6 +83,18 @@ impl Plan {
                     Error::InvalidArgument(format!("segments of {len} elements are too long"))
                 })?,
             }
+        })
+    }
+
+    /// The plan for rows of `len` elements: [`for_len`](Self::for_len)'s, with one-lane tiles of one whole
+    /// chunk and a partial one taking the rows kernel (same bits). Offsets never do: that kernel reads rows
+    /// only. 2^22 rows of 4 f32 went from 25.2 to 22.1 µs a sum (H200, docs/PERFORMANCE.md), four rows'
+    /// loads in flight a thread where the tile keeps one (its store may alias the next row's input).
+    pub fn for_rows(len: u64, elem_size: usize) -> Result<Plan> {
+        let lanes = LOAD_BYTES / elem_size as u64;
+        Ok(match Plan::for_len(len, elem_size)? {
+            Plan::Tile { width: 1 } if (lanes..2 * lanes).contains(&len) => Plan::Rows,
+            plan => plan,
         })
     }
 
@@ -278,7 +293,8 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     let size = size_of::<T>();
     let sum = matches!(module, Module::Segmented(Op::Sum, _));
     let plan = match layout.rows_len() {
-        Some(len) => Plan::for_len(len, size)?,
+        Some(len) if scratch.overrides.rows_kernel == Some(false) => Plan::for_len(len, size)?,
+        Some(len) => Plan::for_rows(len, size)?,
         None => match scratch.overrides.offsets_len {
             Some(len) => Plan::for_offsets(len, 1, size, sum),
             None => Plan::for_offsets(input.len, count, size, sum),
@@ -292,6 +308,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     }
     let params = layout.params(input, scratch.error_word(), out, out);
     let params = match plan {
+        Plan::Rows => SegmentedParams { width: 1, ..params },
         Plan::Tile { width } => SegmentedParams { width, ..params },
         // One piece per segment: the block kernel writes its results straight to `out`.
         Plan::Block => params,
@@ -357,6 +374,16 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         ))
     };
     let per_block = tile_threads as u64;
+    // The tile and rows kernels' largest grid: TILE_BLOCKS_PER_SM blocks of 256 threads per SM (four
+    // resident waves), each thread then striding over segments. Measured on the H200 at 2^22 rows of 4 f32
+    // (the tile, before the rows kernel), a grid of one block per 256 segments (16384) took 27.3 µs a sum,
+    // grids of 1056 / 2112 / 4224 blocks 26.8 / 25.4 / 24.6 µs; 2^20 × 8 (4096 blocks) is unchanged
+    // (docs/PERFORMANCE.md).
+    let tile_grid = gpu.info().sm_count as u64
+        * match scratch.overrides.tile_blocks_per_sm {
+            Some(b) => b as u64,
+            None => TILE_BLOCKS_PER_SM * SEGMENTED_THREADS as u64 / per_block,
+        };
 
     scratch.last_use.acquire(stream)?;
     // SAFETY (every launch): `input`, the offsets and `out` are valid (the caller); the partials hold
@@ -367,30 +394,16 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             scratch.clear_error(stream)?;
         }
         match plan {
+            Plan::Rows => {
+                let blocks = count.div_ceil(per_block * LANE_ROWS).min(tile_grid);
+                let (k, s) = shape(SegmentedKernel::Rows, blocks)?;
+                launch(gpu, k, s, stream, params)
+            }
             Plan::Tile { width } => {
-                // At most TILE_BLOCKS_PER_SM blocks per SM (four resident waves), each thread then striding
-                // over segments: measured on the H200 at 2^22 rows of 4 f32, a grid of one block per 256
-                // segments (16384) took 27.3 µs a sum, grids of 1056 / 2112 / 4224 blocks 26.8 / 25.4 /
-                // 24.6 µs; 2^20 × 8 (4096 blocks) is unchanged (docs/PERFORMANCE.md).
-                // Rows of one whole chunk and a partial one take the rows kernel, LANE_ROWS rows a thread,
-                // with the tile's bits: 2^22 × 4 f32 went from 25.2 to 22.1 µs a sum (H200), four rows'
-                // loads in flight a thread where the tile keeps one.
-                let lanes = LOAD_BYTES / size as u64;
-                let rows_kernel = scratch.overrides.rows_kernel.unwrap_or(true);
-                let (k, rows_per_thread) = match layout.rows_len() {
-                    Some(len) if rows_kernel && width == 1 && (lanes..2 * lanes).contains(&len) => {
-                        (SegmentedKernel::Rows, LANE_ROWS)
-                    }
-                    _ => (SegmentedKernel::Tile, 1),
-                };
-                let per_sm = match scratch.overrides.tile_blocks_per_sm {
-                    Some(b) => b as u64,
-                    None => TILE_BLOCKS_PER_SM * SEGMENTED_THREADS as u64 / per_block,
-                };
                 let blocks = count
-                    .div_ceil((per_block / width as u64).max(1) * rows_per_thread)
-                    .min(gpu.info().sm_count as u64 * per_sm);
-                let (k, s) = shape(k, blocks)?;
+                    .div_ceil((per_block / width as u64).max(1))
+                    .min(tile_grid);
+                let (k, s) = shape(SegmentedKernel::Tile, blocks)?;
                 launch(gpu, k, s, stream, params)
             }
             Plan::Block => {
@@ -644,6 +657,25 @@ unsafe fn enqueue_reproducible<T, Out>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_of_one_chunk_and_a_partial_one_take_the_rows_kernel() {
+        for (len, size) in [(4, 4), (7, 4), (16, 1), (31, 1), (8, 2), (2, 8), (3, 8)] {
+            assert_eq!(
+                Plan::for_rows(len, size).unwrap(),
+                Plan::Rows,
+                "{len} × {size} B"
+            );
+        }
+        for (len, size) in [(0, 4), (3, 4), (8, 4), (15, 1), (32, 1), (1, 8), (4, 8)] {
+            assert_eq!(
+                Plan::for_rows(len, size).unwrap(),
+                Plan::Tile { width: 1 },
+                "{len} × {size} B"
+            );
+        }
+        assert_eq!(Plan::for_rows(1000, 4).unwrap(), Plan::Tile { width: 32 });
+    }
 
     #[test]
     fn short_segments_get_narrow_tiles_two_chunks_a_lane() {

@@ -2,24 +2,12 @@
 //! without one), a clock-seeded generator and a timing loop.
 #![allow(dead_code)] // each example uses part of it
 
-use std::process::ExitCode;
 use std::time::Instant;
 
 use rand::{SeedableRng, rngs::SmallRng};
 
-pub type BoxError = Box<dyn std::error::Error>;
-
-/// `main` of an example: success, failure on a wrong answer (`Ok(false)`), or the error on one line.
-pub fn main(name: &str, run: impl FnOnce() -> Result<bool, BoxError>) -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("{name}: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
+mod exit;
+pub use exit::{BoxError, main, open};
 
 /// The element count from the first argument (default 2^28), at least 1.
 pub fn size_arg() -> Result<usize, BoxError> {
@@ -33,16 +21,6 @@ pub fn size_arg() -> Result<usize, BoxError> {
         return Err("size must be at least 1".into());
     }
     Ok(n)
-}
-
-/// A handle, or the one-line "no CUDA GPU" error when the machine has none.
-pub fn open<T>(handle: Result<T, reduce_host::Error>) -> Result<T, BoxError> {
-    match handle {
-        Err(reduce_host::Error::NoDevice(e)) => {
-            Err(format!("no CUDA GPU on this machine ({e})").into())
-        }
-        r => Ok(r?),
-    }
 }
 
 /// A generator seeded from the clock: every run checks new data.

@@ -419,6 +419,7 @@ fn run() -> Result<bool, BoxError> {
         print!("{table}");
         md.push_str(&table);
     }
+    explore(&mut bench, &sizes)?;
     blocking_calls(&mut bench, &cub, &mut md)?;
 
     let mut accuracy = String::from(
@@ -443,6 +444,37 @@ fn run() -> Result<bool, BoxError> {
         println!("FAILED: {f}");
     }
     Ok(bench.failures.is_empty())
+}
+
+/// `REDUCE_EXPLORE="threads=64,bps=32,fin=256;…"`: for each launch policy listed (keys `threads`,
+/// `bps` (blocks per SM) and `fin` (finalize threads), the rest from the default), the default-combine sum
+/// and argmax at every table size, printed as `explore` lines. The measurements behind `tuning.rs`.
+fn explore(bench: &mut Bench, sizes: &[usize]) -> Result<(), BoxError> {
+    let Ok(spec) = std::env::var("REDUCE_EXPLORE") else {
+        return Ok(());
+    };
+    let default = bench.reduce.policy();
+    for variant in spec.split(';').filter(|v| !v.is_empty()) {
+        let mut p = default;
+        for kv in variant.split(',') {
+            let (k, v) = kv.split_once('=').ok_or("REDUCE_EXPLORE: key=value")?;
+            let v: u32 = v.parse()?;
+            match k {
+                "threads" => p.threads = v,
+                "bps" => p.blocks_per_sm = v,
+                "fin" => p.finalize_threads = v,
+                _ => return Err(format!("REDUCE_EXPLORE: unknown key {k}").into()),
+            }
+        }
+        bench.reduce.set_policy(p)?;
+        for &n in sizes {
+            let sum = bench.measure(Kind::Production(Op::Sum, Combine::Auto), n)?;
+            let arg = bench.measure(Kind::Production(Op::ArgMax, Combine::Auto), n)?;
+            println!("explore {variant} n={n}: sum {sum:.2} µs, argmax {arg:.2} µs");
+        }
+    }
+    bench.reduce.set_policy(default)?;
+    Ok(())
 }
 
 /// A blocking `sum` as its user sees it: host wall clock per call in a loop (the median of 11 batches of

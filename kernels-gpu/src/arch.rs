@@ -82,6 +82,33 @@ pub fn fence_gpu() {
     unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) }
 }
 
+/// Programmatic dependent launch, primary side (`griddepcontrol.launch_dependents`, sm_90 and later): lets the
+/// kernel the host enqueued after this one with programmatic stream serialization start its blocks now,
+/// instead of after this grid has finished, so its launch overlaps this grid's tail. It gives no memory
+/// ordering: the dependent still waits in [`wait_for_primary`] before it reads what this grid writes. A
+/// no-op in the PTX of older archs, whose launches the host never marks so.
+#[inline(always)]
+pub fn launch_dependents() {
+    #[cfg(target_feature = "sm_90")]
+    // SAFETY: a scheduling hint with no memory effects or preconditions.
+    unsafe {
+        asm!("griddepcontrol.launch_dependents;", options(nostack, nomem))
+    }
+}
+
+/// Programmatic dependent launch, dependent side (`griddepcontrol.wait`): blocks until the grids this one
+/// depends on have completed and their memory operations are visible. Returns at once for a launch the host
+/// did not mark as programmatic, and is absent from the PTX of archs before sm_90, whose launches the host
+/// never marks. Not `nomem`: the compiler must not move memory accesses above it.
+#[inline(always)]
+pub fn wait_for_primary() {
+    #[cfg(target_feature = "sm_90")]
+    // SAFETY: a wait with no preconditions; it orders memory, so it is not marked `nomem`.
+    unsafe {
+        asm!("griddepcontrol.wait;", options(nostack))
+    }
+}
+
 /// Atomically adds `v` to `*p` at GPU scope and returns the old value (`atomicAdd` on `unsigned`).
 ///
 /// # Safety

@@ -47,7 +47,8 @@ unsafe fn block_over<Op: ReduceOp>(count: u64, load: impl Fn(u64) -> Op::Acc) ->
     unsafe { block::reduce::<Op>(acc) }
 }
 
-/// First pass: block `b` writes its partial to `partials[b]`.
+/// First pass: block `b` writes its partial to `partials[b]`. It may be launched as a programmatic
+/// dependent of whatever kernel precedes it on the stream (sm_90 and later), and lets the next one start.
 ///
 /// # Safety
 /// `input` valid for `n` reads; `partials` valid for `gridDim.x` writes.
@@ -56,25 +57,38 @@ pub unsafe fn partials<Op: ReduceOp>(input: *const Op::In, n: u64, partials: *mu
 where
     Op::In: Vectorize,
 {
+    // Programmatic dependent launch (the host uses it on sm_90 and later): let the next kernel on the
+    // stream (the finalize, or the next call's first kernel) start its blocks now, so that its launch
+    // overlaps this pass; and, launched so ourselves, touch no memory before the kernel before us is done.
+    arch::launch_dependents();
+    arch::wait_for_primary();
     // SAFETY: forwarded to the caller.
     let p = unsafe { block_partial::<Op>(input, n) };
     if arch::thread_idx() == 0 {
+        // `Op::write` stores whole results (an argmax's padding too): a sector written in part makes the
+        // finalize's read of it wait for DRAM.
         // SAFETY: block_idx < gridDim.x.
-        unsafe { partials.add(arch::block_idx() as usize).write(p) };
+        unsafe { Op::write(partials.add(arch::block_idx() as usize), p) };
     }
 }
 
-/// Second pass, launched with one block: reduces `partials[0..count]` in a fixed order into `*out`.
+/// Second pass, launched with one block: reduces `partials[0..count]` in a fixed order into `*out`. It may be
+/// launched as a programmatic dependent of the first pass (sm_90 and later), and lets the next one start.
 ///
 /// # Safety
 /// `partials` valid for `count` reads, `out` for one write; one block.
 #[inline(always)]
 pub unsafe fn finalize<Op: ReduceOp>(partials: *const Op::Acc, count: u64, out: *mut Op::Acc) {
+    // Launched as a programmatic dependent of `partials`, this block may be running before the partials
+    // are written: nothing is read or written before the first pass has completed. The next kernel on the
+    // stream may start meanwhile, as after `partials`.
+    arch::launch_dependents();
+    arch::wait_for_primary();
     // SAFETY: i < count.
     let r = unsafe { block_over::<Op>(count, |i| partials.add(i as usize).read()) };
     if arch::thread_idx() == 0 {
         // SAFETY: the caller provides `out`.
-        unsafe { out.write(r) };
+        unsafe { Op::write(out, r) };
     }
 }
 
@@ -105,7 +119,7 @@ pub unsafe fn last_block<Op: ReduceOp>(
     if arch::thread_idx() == 0 {
         // SAFETY: block_idx < gridDim.x; `ticket` is valid.
         unsafe {
-            partials.add(arch::block_idx() as usize).write(p);
+            Op::write(partials.add(arch::block_idx() as usize), p);
             // Publish the partial before taking a ticket: whoever draws the last ticket must see it.
             arch::fence_gpu();
             let last = arch::grid_dim() - 1;
@@ -126,7 +140,7 @@ pub unsafe fn last_block<Op: ReduceOp>(
     let r = unsafe { block_over::<Op>(count, |i| arch::load_coherent(partials.add(i as usize))) };
     if arch::thread_idx() == 0 {
         // SAFETY: `out` is valid for one write.
-        unsafe { out.write(r) };
+        unsafe { Op::write(out, r) };
     }
 }
 

@@ -374,7 +374,8 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
     /// Values first, indices only when needed: the run's best value by a NaN-propagating tree (one
     /// instruction per element for floats), and only if it beats `acc` (strictly: ties keep the earlier
     /// index, which `acc` holds) a scan for the first element equal to it. On most data the running best
-    /// stops changing early, so the scan is rare.
+    /// stops changing early, so the scan is rare on large inputs; on small ones every thread's first run
+    /// scans, so that first scan is branch-free.
     #[inline(always)]
     fn fold_run(acc: Indexed<T>, len: usize, get: impl Fn(usize) -> (T, u64)) -> Indexed<T> {
         let mut tree = [D::worst::<T>(); 64];
@@ -388,7 +389,21 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
         if !wins {
             return acc;
         }
-        // The first element equal to the best, in index order; unrolled with an early exit per element.
+        if acc.index == u64::MAX {
+            // A thread's first run always scans, so every lane of a warp does: a backward pass of selects,
+            // without branches. (An early exit per element let the lanes leave at different elements; ncu
+            // at 2^16, where each thread has one run: 22 of 32 lanes active.)
+            let mut first = acc;
+            each_index!(I < len, {
+                let (x, index) = get(len - 1 - I);
+                if x.same(best) {
+                    first = Indexed { value: x, index };
+                }
+            });
+            return first;
+        }
+        // Later runs scan rarely, and then in a few lanes: an early exit per element does the least work
+        // (the backward pass here cost 1–3 % at 2^26–2^28).
         each_index!(I < len, {
             let (x, index) = get(I);
             if x.same(best) {
@@ -417,17 +432,13 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
             offset >>= 1;
         }
         // Lanes holding the identity carry index u64::MAX, so they lose to any real element of equal value.
-        let mut index = if v.value.same(best) {
+        let index = if v.value.same(best) {
             v.index
         } else {
             u64::MAX
         };
-        offset = width >> 1;
-        while offset > 0 {
-            // SAFETY: as above.
-            index = index.min(unsafe { shfl_xor(index, offset, width, mask) });
-            offset >>= 1;
-        }
+        // SAFETY: as above.
+        let index = unsafe { warp::min_u64(index, width, mask) };
         // Real indices are unique, so one lane of the segment holds `index` (all do when it is the
         // identity's, and then any of them has the worst value).
         // SAFETY: as above.

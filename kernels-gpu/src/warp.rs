@@ -41,6 +41,56 @@ pub unsafe fn match_any(mask: u32, value: u32) -> u32 {
     r
 }
 
+/// The minimum of `v` over each segment of `width` lanes, in every lane of it.
+///
+/// Whole warps on sm_80 and later take two `redux.sync.min.u32` (the high words, then the low words of the
+/// lanes holding the least high word): two instructions where a butterfly takes five steps of two shuffles
+/// and a 64-bit compare. Narrower segments, and sm_75, take the butterfly.
+///
+/// # Safety
+/// Every lane of `mask` must execute this call with the same `width` (a power of two, at most 32), and
+/// `mask` must cover whole segments, including the calling lane's.
+#[inline(always)]
+pub unsafe fn min_u64(v: u64, width: u32, mask: u32) -> u64 {
+    #[cfg(target_feature = "sm_80")]
+    if width == 32 {
+        // SAFETY: every lane of `mask` is here (the caller).
+        let hi = unsafe { redux_min_u32((v >> 32) as u32, mask) };
+        let lo = if (v >> 32) as u32 == hi {
+            v as u32
+        } else {
+            u32::MAX
+        };
+        // SAFETY: as above.
+        let lo = unsafe { redux_min_u32(lo, mask) };
+        return (hi as u64) << 32 | lo as u64;
+    }
+    let (mut v, mut offset) = (v, width >> 1);
+    while offset > 0 {
+        // SAFETY: forwarded to the caller.
+        v = v.min(unsafe { shfl_xor(v, offset, width, mask) });
+        offset >>= 1;
+    }
+    v
+}
+
+/// `__reduce_min_sync` on `u32` (`redux.sync.min.u32`, sm_80 and later): the least `v` of the lanes of
+/// `mask`, in each of them.
+///
+/// # Safety
+/// Every lane in `mask` must execute this call, and `mask` must include the calling lane.
+#[cfg(target_feature = "sm_80")]
+#[inline(always)]
+unsafe fn redux_min_u32(v: u32, mask: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller upholds the convergence requirement.
+    unsafe {
+        asm!("redux.sync.min.u32 {0}, {1}, {2};", out(reg32) r, in(reg32) v, in(reg32) mask,
+             options(nostack, nomem))
+    };
+    r
+}
+
 /// `__any_sync`: true in every lane of `mask` when `pred` is true in at least one of them.
 ///
 /// # Safety

@@ -176,6 +176,12 @@ impl Gpu {
         &self.0.info
     }
 
+    /// Whether kernels that wait for their predecessor go as programmatic dependent launches: only sm_90
+    /// code (the sm_90 PTX and the cubins built from it) has the wait, and only sm_90 and later run it.
+    pub(crate) fn dependent_launch(&self) -> bool {
+        self.0.info.code.arch() >= 90
+    }
+
     /// Makes the device's context current on this thread until the returned guard drops, which puts the
     /// caller's context back: every handle method does this first, so a program that keeps its own context
     /// current finds it unchanged after the call. A thread that had no current context keeps this one, as

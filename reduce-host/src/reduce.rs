@@ -44,9 +44,13 @@ pub enum Combine {
 
 impl Combine {
     /// The strategy that runs for an input of `bytes`: `Auto` becomes `TwoPass` or `LastBlock`.
-    fn resolve(self, bytes: u64) -> Strategy {
+    /// `dependent_launch`: the device runs the finalize as a programmatic dependent of the partials, which
+    /// makes `TwoPass` the faster at every size (see [`tuning::AUTO_TWO_PASS_BYTES`]).
+    fn resolve(self, bytes: u64, dependent_launch: bool) -> Strategy {
         match self {
-            Combine::Auto if bytes <= tuning::AUTO_TWO_PASS_BYTES => Strategy::TwoPass,
+            Combine::Auto if dependent_launch || bytes <= tuning::AUTO_TWO_PASS_BYTES => {
+                Strategy::TwoPass
+            }
             Combine::Auto => Strategy::LastBlock,
             Combine::TwoPass => Strategy::TwoPass,
             Combine::LastBlock => Strategy::LastBlock,
@@ -374,9 +378,10 @@ impl DeviceReduce {
                 )
             });
         }
-        let strategy = self
-            .combine
-            .resolve(input.len * std::mem::size_of::<T>() as u64);
+        let strategy = self.combine.resolve(
+            input.len * std::mem::size_of::<T>() as u64,
+            self.gpu.dependent_launch(),
+        );
         // SAFETY: `input` is a checked, borrowed view and `out` holds one `Acc` (the handle's result slot, or a
         // non-empty slice the caller keeps alive until `stream` passes this work).
         stream::ordered(&homes, stream, || unsafe {
@@ -410,18 +415,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn auto_takes_two_pass_up_to_4_mib_and_last_block_above() {
+    fn auto_takes_two_pass_with_dependent_launch_else_up_to_4_mib() {
         assert_eq!(Combine::default(), Combine::Auto);
-        assert_eq!(Combine::Auto.resolve(0), Strategy::TwoPass);
-        assert_eq!(Combine::Auto.resolve(4 << 20), Strategy::TwoPass);
-        assert_eq!(Combine::Auto.resolve((4 << 20) + 1), Strategy::LastBlock);
+        assert_eq!(Combine::Auto.resolve(0, false), Strategy::TwoPass);
+        assert_eq!(Combine::Auto.resolve(4 << 20, false), Strategy::TwoPass);
+        assert_eq!(
+            Combine::Auto.resolve((4 << 20) + 1, false),
+            Strategy::LastBlock
+        );
+        for bytes in [0, 4 << 20, (4 << 20) + 1, 1 << 40] {
+            assert_eq!(Combine::Auto.resolve(bytes, true), Strategy::TwoPass);
+        }
         for (c, s) in [
             (Combine::TwoPass, Strategy::TwoPass),
             (Combine::LastBlock, Strategy::LastBlock),
             (Combine::Atomic, Strategy::Atomic),
         ] {
-            assert_eq!(c.resolve(1), s);
-            assert_eq!(c.resolve(1 << 40), s);
+            for dependent in [false, true] {
+                assert_eq!(c.resolve(1, dependent), s);
+                assert_eq!(c.resolve(1 << 40, dependent), s);
+            }
         }
     }
 }

@@ -41,6 +41,12 @@ impl<'a> StreamRef<'a> {
     pub fn as_raw(&self) -> sys::CUstream {
         self.raw
     }
+
+    /// Whether this is the legacy default stream (null, or `CU_STREAM_LEGACY`), which synchronises with
+    /// every other blocking stream; launches on it keep the plain stream order.
+    pub(crate) fn is_legacy(&self) -> bool {
+        self.raw.is_null() || self.raw as usize == 0x1
+    }
 }
 
 impl<'a> From<&'a cust::stream::Stream> for StreamRef<'a> {

@@ -137,6 +137,44 @@ fn every_partials_kernel_reads_with_16_byte_loads() {
     }
 }
 
+/// The partials and finalize kernels are launched as programmatic dependents of the kernel before them on
+/// devices that run sm_90 code, so there each must wait for it before any global access, and each lets the
+/// next kernel start. Older PTX has neither instruction (the host launches it in plain stream order).
+#[test]
+fn reduce_kernels_wait_for_their_predecessor_from_sm_90() {
+    for m in modules().filter(|m| matches!(m.module, Module::Reduce(..))) {
+        for (arch, text) in ptx(m.module) {
+            let (partials, finalize) = (
+                m.kernels[0].to_str().unwrap(),
+                m.kernels[1].to_str().unwrap(),
+            );
+            assert!(finalize.starts_with("reduce_finalize_"), "{finalize}");
+            for name in [partials, finalize] {
+                let b = body(&text, name);
+                let (trigger, wait) = (
+                    b.contains("griddepcontrol.launch_dependents;"),
+                    b.find("griddepcontrol.wait;"),
+                );
+                if arch >= 90 {
+                    assert!(trigger, "sm_{arch} {name}: no launch_dependents");
+                    let wait = wait.unwrap_or_else(|| panic!("sm_{arch} {name}: no wait"));
+                    for access in ["ld.global", "st.global", "atom.", "red."] {
+                        assert!(
+                            !b[..wait].contains(access),
+                            "sm_{arch} {name}: {access} before the wait"
+                        );
+                    }
+                } else {
+                    assert!(
+                        !trigger && wait.is_none(),
+                        "sm_{arch} {name}: griddepcontrol"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn compaction_uses_votes_atomics_and_look_back() {
     let mut text = String::new();

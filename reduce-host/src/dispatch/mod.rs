@@ -17,7 +17,7 @@ use reduce_contract::params::{
 };
 use reduce_contract::{Kernel, Module};
 
-use crate::driver::{self, Function, Launch};
+use crate::driver::{self, Function, Launch, Order};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::stream::StreamRef;
@@ -180,7 +180,37 @@ pub(crate) unsafe fn launch<P: Params>(
         std::any::type_name::<P>()
     );
     // SAFETY: the kernel takes `P` (checked above); the rest is forwarded to the caller.
-    unsafe { driver::launch(gpu.function(kernel)?, shape, stream, &params) }
+    unsafe { driver::launch(gpu.function(kernel)?, shape, stream, &params, Order::Stream) }
+}
+
+/// As [`launch`], as a programmatic dependent of the kernel enqueued just before it on `stream` (whoever
+/// enqueued it) where the device runs sm_90 code: its launch overlaps that kernel's tail instead of
+/// following it.
+///
+/// # Safety
+/// As [`launch`]; and `kernel` calls `arch::wait_for_primary` before it touches any memory, as the reduce
+/// module's partials and finalize kernels do (the `ptx` test checks it).
+pub(crate) unsafe fn launch_dependent<P: Params>(
+    gpu: &Gpu,
+    kernel: Kernel,
+    shape: Launch,
+    stream: StreamRef<'_>,
+    params: P,
+) -> Result<()> {
+    assert!(
+        P::taken_by(kernel.module),
+        "{kernel:?} does not take {}",
+        std::any::type_name::<P>()
+    );
+    // Only sm_90 code has the wait; older code must not start early.
+    let order = if gpu.dependent_launch() {
+        Order::Programmatic
+    } else {
+        Order::Stream
+    };
+    // SAFETY: the kernel takes `P` (checked above) and waits for its predecessor (the caller) in code of
+    // sm_90 and later; the rest is forwarded to the caller.
+    unsafe { driver::launch(gpu.function(kernel)?, shape, stream, &params, order) }
 }
 
 /// The shape of a grid-stride kernel: `threads` fitted to its registers, and at most one resident wave of

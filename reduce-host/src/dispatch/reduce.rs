@@ -6,7 +6,7 @@ use reduce_contract::layout::{MAX_ACC_BYTES, SMEM_BYTES};
 use reduce_contract::params::ReduceParams;
 use reduce_contract::{Elem, Kernel, Op};
 
-use super::{Span, launch, resident};
+use super::{Span, launch, launch_dependent, resident};
 use crate::driver::{self, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -113,10 +113,12 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     // each zero at launch because every completed `last_block` launch leaves it so; every kernel gets
     // SMEM_BYTES.
     let launched = (|| unsafe {
+        // The partials and finalize kernels wait for the kernel before them on the stream before they touch
+        // memory, so they go as programmatic dependents: each one's launch overlaps the previous kernel.
         if n == 0 {
             // The finalize body over zero partials writes the identity.
             let (k, s) = shape(ReduceKernel::Finalize, 1, policy.finalize_threads)?;
-            return launch(gpu, k, s, stream, params);
+            return launch_dependent(gpu, k, s, stream, params);
         }
         if grid == 1 || single_block {
             // One block reduces everything and writes the result: one launch, no partials.
@@ -127,7 +129,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 policy.threads
             };
             let (k, s) = shape(ReduceKernel::Partials, 1, threads)?;
-            return launch(
+            return launch_dependent(
                 gpu,
                 k,
                 s,
@@ -141,10 +143,10 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         match strategy {
             Strategy::TwoPass => {
                 let (k, s) = shape(ReduceKernel::Partials, grid, policy.threads)?;
-                launch(gpu, k, s, stream, params)?;
+                launch_dependent(gpu, k, s, stream, params)?;
                 let count = s.grid as u64;
                 let (k, s) = shape(ReduceKernel::Finalize, 1, policy.finalize_threads)?;
-                launch(gpu, k, s, stream, ReduceParams { count, ..params })
+                launch_dependent(gpu, k, s, stream, ReduceParams { count, ..params })
             }
             Strategy::LastBlock => {
                 let (k, s) = shape(ReduceKernel::LastBlock, grid, policy.threads)?;

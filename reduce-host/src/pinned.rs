@@ -1,26 +1,44 @@
-//! [`Pinned`]: page-locked host memory for the results of blocking calls. A copy from the device into
-//! page-locked memory is one DMA the stream runs; into pageable memory the driver stages it through a
-//! buffer of its own first, which costs microseconds per blocking call.
+//! [`Pinned`]: page-locked host memory for the results of blocking calls. It is mapped into the device's
+//! address space, so a kernel can write a result straight into it and the host read it after a stream
+//! synchronize: no copy on the stream at all. Where a kernel cannot write it (an atomic result), a copy
+//! into page-locked memory is still one DMA the stream runs; into pageable memory the driver would stage it
+//! through a buffer of its own first, which costs microseconds per blocking call.
 use std::ffi::c_void;
 
 use cust::sys;
 
 use crate::error::{Result, check};
 
-/// `bytes` of page-locked host memory, portable across contexts.
+/// `bytes` of page-locked host memory, portable across contexts and mapped into the current context's
+/// device where it can map host memory.
 pub(crate) struct Pinned {
     host: *mut c_void,
     bytes: usize,
+    /// The device address of the mapping, if any.
+    device: Option<u64>,
 }
 
 impl Pinned {
+    /// Allocates in the current context (which must exist).
     pub fn new(bytes: usize) -> Result<Self> {
         let mut host = std::ptr::null_mut();
+        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
         // SAFETY: writes the new allocation's address into `host`; freed in `drop`.
-        check(unsafe {
-            sys::cuMemHostAlloc(&mut host, bytes.max(1), sys::CU_MEMHOSTALLOC_PORTABLE)
-        })?;
-        Ok(Pinned { host, bytes })
+        check(unsafe { sys::cuMemHostAlloc(&mut host, bytes.max(1), flags) })?;
+        let mut device = 0;
+        // SAFETY: `host` was allocated above with DEVICEMAP; the driver writes one address. A device that
+        // cannot map host memory answers with an error, and the copy path serves it.
+        let mapped = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0) };
+        Ok(Pinned {
+            host,
+            bytes,
+            device: (check(mapped).is_ok() && device != 0).then_some(device),
+        })
+    }
+
+    /// The device address a kernel can write the memory at, where the device maps it.
+    pub fn device_ptr(&self) -> Option<u64> {
+        self.device
     }
 
     /// The host address, for a copy into it.
@@ -36,7 +54,7 @@ impl Pinned {
     /// The first `T` of the memory.
     ///
     /// # Safety
-    /// A `T` must have been written there (by a copy the caller has waited for).
+    /// A `T` must have been written there (by a copy or a kernel the caller has waited for).
     pub unsafe fn read<T: Copy>(&self) -> T {
         debug_assert!(size_of::<T>() <= self.bytes);
         // SAFETY: forwarded to the caller; the allocation is page-aligned and at least `size_of::<T>()` long.

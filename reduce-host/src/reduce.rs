@@ -89,7 +89,7 @@ impl Combine {
 pub struct DeviceReduce {
     scratch: InContext<Scratch>,
     stream: InContext<Stream>,
-    /// Page-locked memory the results of blocking calls are copied into.
+    /// Page-locked, device-mapped memory the results of blocking calls are written (or copied) into.
     staging: InContext<Pinned>,
     policy: Policy,
     combine: Combine,
@@ -325,15 +325,32 @@ impl DeviceReduce {
     }
 
     /// Runs `op` over `input` on the handle's stream and reads the accumulator back.
+    ///
+    /// The last kernel writes the result straight into the page-locked staging memory through its device
+    /// mapping, so the call costs the kernels and a synchronize, without a copy on the stream (measured on
+    /// the H200 in docs/PERFORMANCE.md, "Blocking calls"). `Combine::Atomic` adds into its result with
+    /// device atomics, which host memory need not support, so it keeps a device slot and a copy.
     fn blocking<T: Element, Acc: DeviceCopy + Default>(
         &mut self,
         op: Op,
         input: DeviceView<'_, T>,
     ) -> Result<Acc> {
         let _current = self.make_current()?;
-        let out = self.scratch.result.as_device_ptr().as_raw();
         let homes = [input.home(), Home::default()];
         let input = Span::of_view(&self.gpu, input, "input")?;
+        let mapped = self
+            .staging
+            .device_ptr()
+            .filter(|_| self.combine != Combine::Atomic);
+        if let Some(out) = mapped {
+            self.enqueue::<T, Acc>(op, input, out as *mut Acc, homes, None)?;
+            driver::synchronize(StreamRef::from(&*self.stream))?;
+            // SAFETY: the kernels just enqueued on the handle's stream, now finished, wrote an `Acc` into
+            // `staging` through its mapping; `staging` is this handle's, used by blocking calls only, which
+            // `&mut self` serialises.
+            return Ok(unsafe { self.staging.read::<Acc>() });
+        }
+        let out = self.scratch.result.as_device_ptr().as_raw();
         self.enqueue::<T, Acc>(op, input, out as *mut Acc, homes, None)?;
         // SAFETY: the kernels just enqueued write an `Acc` to `out` on the handle's stream; `staging` is
         // this handle's, used by blocking calls only, which `&mut self` serialises.

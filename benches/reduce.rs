@@ -107,7 +107,7 @@ impl Kind {
                 "one launch: fence + ticket, the last block combines in a fixed order"
             }
             Kind::Production(Op::Sum, Combine::Auto) => {
-                "the default: TwoPass up to 4 MiB, LastBlock above"
+                "the default: TwoPass (LastBlock above 4 MiB on GPUs before sm_90)"
             }
             Kind::Production(Op::Sum, Combine::Atomic) => {
                 "one launch: red.add per block (not reproducible)"

@@ -33,6 +33,17 @@ const PTX_ARCHS: [u32; 3] = [75, 80, 90];
 /// whose minor version is at least its own.
 const CUBINS: [(u32, u32); 5] = [(75, 75), (80, 80), (90, 90), (100, 90), (120, 90)];
 
+// The host marks launches of sm_90-and-later code as programmatic dependents (`Gpu::dependent_launch` reads
+// the cubin's arch), which is right only if such a cubin comes from PTX that has `griddepcontrol.wait`, the
+// sm_90 PTX, and an older one from PTX that has not.
+const _: () = {
+    let mut i = 0;
+    while i < CUBINS.len() {
+        assert!((CUBINS[i].0 >= 90) == (CUBINS[i].1 >= 90));
+        i += 1;
+    }
+};
+
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-env-changed=DOCS_RS");

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use cust::sys::{self, CUfunction, CUjit_option, CUmodule};
 use reduce_contract::ModuleSpec;
 
-use crate::error::{DriverError, Error, Result, check};
+use crate::error::{DriverError, Error, Result, check, check_code};
 use crate::images::Code;
 use crate::pinned::Pinned;
 use crate::stream::StreamRef;
@@ -191,22 +191,42 @@ struct LaunchConfig {
     num_attrs: u32,
 }
 
+/// `cuLaunchKernelEx`. It returns a plain `int`: a newer driver may answer with a `CUresult` that the
+/// `cust` enum (CUDA 11) lacks, and an enum holding it would be undefined behaviour.
 type LaunchKernelEx = unsafe extern "C" fn(
     *const LaunchConfig,
     CUfunction,
     *mut *mut c_void,
     *mut *mut c_void,
-) -> sys::CUresult;
+) -> i32;
 
-/// `cuLaunchKernelEx` (CUDA 12.0), asked of the driver once: the `cust` bindings predate it, and linking it
-/// by name would stop the whole binary from loading on an older driver. `None` where the driver lacks it.
+/// `CU_GET_PROC_ADDRESS_LEGACY_STREAM`: the entry point with the default stream meaning the legacy one, as
+/// for every other call the crate makes.
+const GET_PROC_ADDRESS_LEGACY_STREAM: u64 = 1;
+
+/// `cuLaunchKernelEx`, asked of the driver once: the `cust` bindings predate it, and linking it by name
+/// would stop the whole binary from loading on an older driver. `None` below CUDA 12.3, the first driver
+/// to keep programmatic edges when a stream is captured into a graph (and where the call is missing).
 fn launch_kernel_ex() -> Option<LaunchKernelEx> {
     static PFN: std::sync::OnceLock<Option<LaunchKernelEx>> = std::sync::OnceLock::new();
     *PFN.get_or_init(|| {
+        let mut version = 0;
+        // SAFETY: the driver writes one int.
+        let known = check(unsafe { sys::cuDriverGetVersion(&mut version) }).is_ok();
+        if !known || version < 12030 {
+            return None;
+        }
         let mut pfn = std::ptr::null_mut();
         // SAFETY: a NUL-terminated name and one pointer written; the driver is initialised (a context
         // exists before any launch).
-        let r = unsafe { sys::cuGetProcAddress(c"cuLaunchKernelEx".as_ptr(), &mut pfn, 12000, 0) };
+        let r = unsafe {
+            sys::cuGetProcAddress(
+                c"cuLaunchKernelEx".as_ptr(),
+                &mut pfn,
+                12000,
+                GET_PROC_ADDRESS_LEGACY_STREAM,
+            )
+        };
         (check(r).is_ok() && !pfn.is_null()).then(|| {
             // SAFETY: the driver returned its `cuLaunchKernelEx`, whose C signature `LaunchKernelEx` is.
             unsafe { std::mem::transmute::<*mut c_void, LaunchKernelEx>(pfn) }
@@ -214,8 +234,13 @@ fn launch_kernel_ex() -> Option<LaunchKernelEx> {
     })
 }
 
+/// Whether this process's driver takes programmatic dependent launches (CUDA 12.3 or newer).
+pub(crate) fn dependent_launch_supported() -> bool {
+    launch_kernel_ex().is_some()
+}
+
 /// Enqueues `f` on `stream` with its one parameter, the struct `params`, ordered by `order` (which falls
-/// back to [`Order::Stream`] on the legacy default stream and on drivers without `cuLaunchKernelEx`).
+/// back to [`Order::Stream`] on the legacy default stream and on drivers before CUDA 12.3).
 ///
 /// # Safety
 /// - `P` must be the `reduce_contract::params` struct the kernel takes;
@@ -251,7 +276,7 @@ pub(crate) unsafe fn launch<P>(
         // SAFETY: as `cuLaunchKernel` below, plus the config and its one attribute, which outlive the
         // call; the kernel waits for its predecessor (the caller).
         let r = unsafe { launch_ex(&config, f.raw, args.as_mut_ptr(), std::ptr::null_mut()) };
-        return Ok(check(r)?);
+        return Ok(check_code(r, "cuLaunchKernelEx")?);
     }
     // SAFETY: forwarded to the caller; the driver copies the struct before returning.
     let r = unsafe {

@@ -104,6 +104,18 @@ impl From<DriverError> for Error {
     }
 }
 
+/// Turns a driver status returned as a plain `int` (by an entry point the crate resolves itself) into a
+/// `Result`, without converting it into the `cust` enum, which may lack it.
+pub(crate) fn check_code(code: i32, call: &str) -> Result<(), DriverError> {
+    if code == 0 {
+        return Ok(());
+    }
+    Err(DriverError {
+        code: code as u32,
+        message: format!("{call} failed with CUresult {code}"),
+    })
+}
+
 /// Turns a raw driver status into a `Result`.
 pub(crate) fn check(r: CUresult) -> Result<(), DriverError> {
     if r == CUresult::CUDA_SUCCESS {

@@ -176,10 +176,12 @@ impl Gpu {
         &self.0.info
     }
 
-    /// Whether kernels that wait for their predecessor go as programmatic dependent launches: only sm_90
-    /// code (the sm_90 PTX and the cubins built from it) has the wait, and only sm_90 and later run it.
+    /// Whether kernels that wait for their predecessor go as programmatic dependent launches: only code
+    /// built from the sm_90 PTX has the wait (a cubin's arch says so: build.rs builds every cubin of sm_90
+    /// and later from that PTX, and checks it), only sm_90 and later run it, and only drivers of CUDA 12.3
+    /// or newer take the launch.
     pub(crate) fn dependent_launch(&self) -> bool {
-        self.0.info.code.arch() >= 90
+        self.0.info.code.arch() >= 90 && crate::driver::dependent_launch_supported()
     }
 
     /// Makes the device's context current on this thread until the returned guard drops, which puts the

@@ -21,18 +21,37 @@ pub(crate) struct Pinned {
 impl Pinned {
     /// Allocates in the current context (which must exist).
     pub fn new(bytes: usize) -> Result<Self> {
-        let mut host = std::ptr::null_mut();
-        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
-        // SAFETY: writes the new allocation's address into `host`; freed in `drop`.
-        check(unsafe { sys::cuMemHostAlloc(&mut host, bytes.max(1), flags) })?;
+        let alloc = |flags| {
+            let mut host = std::ptr::null_mut();
+            // SAFETY: writes the new allocation's address into `host`; freed in `drop`.
+            check(unsafe { sys::cuMemHostAlloc(&mut host, bytes.max(1), flags) }).map(|()| host)
+        };
+        let portable = sys::CU_MEMHOSTALLOC_PORTABLE;
+        // A driver that refuses the mapping still gives plain page-locked memory, which the copy serves.
+        let Ok(host) = alloc(portable | sys::CU_MEMHOSTALLOC_DEVICEMAP) else {
+            return Ok(Pinned {
+                host: alloc(portable)?,
+                bytes,
+                device: None,
+            });
+        };
         let mut device = 0;
-        // SAFETY: `host` was allocated above with DEVICEMAP; the driver writes one address. A device that
-        // cannot map host memory answers with an error, and the copy path serves it.
+        // SAFETY: `host` was allocated above with DEVICEMAP; the driver writes one address.
         let mapped = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0) };
+        let device = match check(mapped) {
+            Ok(()) => (device != 0).then_some(device),
+            // A device that cannot map host memory: the copy path serves it.
+            Err(e) if [1, 801].contains(&e.code) => None,
+            Err(e) => {
+                // SAFETY: allocated above and not handed out.
+                let _ = unsafe { sys::cuMemFreeHost(host) };
+                return Err(e.into());
+            }
+        };
         Ok(Pinned {
             host,
             bytes,
-            device: (check(mapped).is_ok() && device != 0).then_some(device),
+            device,
         })
     }
 

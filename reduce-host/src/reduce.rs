@@ -21,8 +21,9 @@ use crate::view::{DeviceView, DeviceViewMut, Home};
 /// How the per-block partials of a device-wide reduction are combined.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Combine {
-    /// The default: `TwoPass` on sm_90 and later GPUs, where its second kernel is a programmatic dependent
-    /// launch that overlaps the first; on older GPUs `TwoPass` for inputs up to 4 MiB and `LastBlock` above.
+    /// The default: `TwoPass` on sm_90 and later GPUs (with a CUDA 12.3 or newer driver), where its second
+    /// kernel is a programmatic dependent launch that overlaps the first; elsewhere `TwoPass` for inputs up
+    /// to 4 MiB and `LastBlock` above.
     /// **Deterministic** (the choice depends only on the GPU, the input's length and its element type).
     /// Measured on the H200 (docs/PERFORMANCE.md, run F): `TwoPass` was as fast as `LastBlock` or faster at
     /// every size (2^22 f32: 9.9 against 11.0 µs).
@@ -32,8 +33,9 @@ pub enum Combine {
     /// (length, values and address alignment) on the same device gives the same bits on every run.
     TwoPass,
     /// One kernel; each block writes its partial, fences and takes a ticket, and the last block reduces all
-    /// partials in a fixed order. **Deterministic**, like `TwoPass`, with one launch instead of two (which
-    /// saves about 0.3 µs per call when calls are launched one by one rather than from a graph).
+    /// partials in a fixed order. **Deterministic**, like `TwoPass`, with one launch instead of two. Before
+    /// sm_90 that saves about 0.3 µs per call launched one by one; on sm_90 and later `TwoPass`'s second
+    /// launch overlaps its first, and `TwoPass` measured as fast or faster (2^22 f32: 9.9 against 11.0 µs).
     LastBlock,
     /// One kernel; each block adds its partial atomically into a zeroed result. Sums only. For floats the
     /// result depends on the order blocks finish in, so it is **not reproducible** run to run; it is within
@@ -344,6 +346,7 @@ impl DeviceReduce {
             .device_ptr()
             .filter(|_| self.combine != Combine::Atomic);
         if let Some(out) = mapped {
+            assert!(size_of::<Acc>() <= self.staging.len(), "staging too small");
             self.enqueue::<T, Acc>(op, input, out as *mut Acc, homes, None)?;
             driver::synchronize(StreamRef::from(&*self.stream))?;
             // SAFETY: the kernels just enqueued on the handle's stream, now finished, wrote an `Acc` into
@@ -400,8 +403,8 @@ impl DeviceReduce {
             input.len * std::mem::size_of::<T>() as u64,
             self.gpu.dependent_launch(),
         );
-        // SAFETY: `input` is a checked, borrowed view and `out` holds one `Acc` (the handle's result slot, or a
-        // non-empty slice the caller keeps alive until `stream` passes this work).
+        // SAFETY: `input` is a checked, borrowed view and `out` holds one `Acc` (the handle's mapped staging
+        // or device result slot, or a non-empty slice the caller keeps alive until `stream` passes this work).
         stream::ordered(&homes, stream, || unsafe {
             dispatch::reduce::enqueue(
                 &self.gpu,

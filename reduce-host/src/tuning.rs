@@ -50,13 +50,14 @@ const TABLE: &[(u32, Policy)] = &[
 /// grid would add a round of partials (a second launch, or a fence and a ticket) to microseconds of work.
 pub const SINGLE_BLOCK_BYTES: u64 = 64 * 1024;
 
-/// On GPUs without programmatic dependent launch (before sm_90), [`Combine::Auto`](crate::Combine::Auto)
-/// uses `TwoPass` up to this many input bytes, `LastBlock` above; with it, `TwoPass` at every size (run F,
-/// 2026-12-01: TwoPass / LastBlock 9.9 / 11.0 µs at 2^22, 65.9 / 66.3 at 2^26 + 3, 241.8 / 242.6 at 2^28).
-/// The rule below was measured 2026-11-30, before dependent launch (graphs of 100, f32, docs/PERFORMANCE.md run D): TwoPass / LastBlock at 2^15 /
-/// 2^18 / 2^20 3.3 / 3.4, 3.4 / 3.4 and 4.3 / 4.4 µs, at 2^22 11.5 / 10.8. (Before LastBlock's ticket
-/// wrapped to zero by itself, 4.84 / 4.99 / 5.94 µs against 2.94 / 3.12 / 3.93: a captured LastBlock launch
-/// needed a memset of its graph ticket ahead of it.) At 2^28 the two are within 0.6 %.
+/// Where the code image has no programmatic dependent launch (built from PTX before sm_90, or a driver
+/// before CUDA 12.3), [`Combine::Auto`](crate::Combine::Auto) uses `TwoPass` up to this many input bytes and
+/// `LastBlock` above; with it, `TwoPass` at every size (run F, 2026-12-01: TwoPass / LastBlock 9.9 / 11.0 µs
+/// at 2^22, 65.9 / 66.3 at 2^26 + 3, 241.8 / 242.6 at 2^28). The rule was measured 2026-11-30, before
+/// dependent launch (graphs of 100, f32, docs/PERFORMANCE.md run D): TwoPass / LastBlock at 2^15 / 2^18 /
+/// 2^20 3.3 / 3.4, 3.4 / 3.4 and 4.3 / 4.4 µs, at 2^22 11.5 / 10.8. (Before LastBlock's ticket wrapped to
+/// zero by itself, 4.84 / 4.99 / 5.94 µs against 2.94 / 3.12 / 3.93: a captured LastBlock launch needed a
+/// memset of its graph ticket ahead of it.) At 2^28 the two are within 0.6 %.
 pub const AUTO_TWO_PASS_BYTES: u64 = 4 << 20;
 
 /// Most threads of the single-block path (fewer when a kernel's registers allow fewer).

@@ -188,8 +188,9 @@ pub(crate) unsafe fn launch<P: Params>(
 /// following it.
 ///
 /// # Safety
-/// As [`launch`]; and `kernel` calls `arch::wait_for_primary` before it touches any memory, as the reduce
-/// module's partials and finalize kernels do (the `ptx` test checks it).
+/// As [`launch`]; and `kernel` calls `arch::wait_for_primary` before it touches any memory but its
+/// parameter, as the reduce module's partials and finalize kernels do (the `ptx` test checks their sm_90
+/// PTX).
 pub(crate) unsafe fn launch_dependent<P: Params>(
     gpu: &Gpu,
     kernel: Kernel,

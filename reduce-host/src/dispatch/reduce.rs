@@ -22,7 +22,8 @@ pub(crate) enum Strategy {
     Atomic,
 }
 
-/// Device temporaries: per-block partials, the last-block tickets and the result slot of blocking calls.
+/// Device temporaries: per-block partials, the last-block tickets and the device result slot of blocking
+/// calls that cannot write the mapped staging (`Combine::Atomic`, or a device that maps no host memory).
 /// Async calls may run on any stream; [`LastUse`] keeps two streams from sharing them at the same time.
 pub(crate) struct Scratch {
     partials: DeviceBuffer<u8>,
@@ -32,7 +33,7 @@ pub(crate) struct Scratch {
     /// (which the handle's docs rule out) can leave its word wrong for later replays, but never the direct
     /// calls' word.
     ticket: DeviceBuffer<u32>,
-    /// Where blocking calls have their result written.
+    /// Where blocking calls that do not write the mapped staging have their result written.
     pub result: DeviceBuffer<u8>,
     last_use: LastUse,
 }

@@ -174,13 +174,8 @@ pub(crate) unsafe fn launch<P: Params>(
     stream: StreamRef<'_>,
     params: P,
 ) -> Result<()> {
-    assert!(
-        P::taken_by(kernel.module),
-        "{kernel:?} does not take {}",
-        std::any::type_name::<P>()
-    );
-    // SAFETY: the kernel takes `P` (checked above); the rest is forwarded to the caller.
-    unsafe { driver::launch(gpu.function(kernel)?, shape, stream, &params, Order::Stream) }
+    // SAFETY: forwarded to the caller.
+    unsafe { launch_ordered(gpu, kernel, shape, stream, params, Order::Stream) }
 }
 
 /// As [`launch`], as a programmatic dependent of the kernel enqueued just before it on `stream` (whoever
@@ -198,19 +193,34 @@ pub(crate) unsafe fn launch_dependent<P: Params>(
     stream: StreamRef<'_>,
     params: P,
 ) -> Result<()> {
-    assert!(
-        P::taken_by(kernel.module),
-        "{kernel:?} does not take {}",
-        std::any::type_name::<P>()
-    );
     // Only sm_90 code has the wait; older code must not start early.
     let order = if gpu.dependent_launch() {
         Order::Programmatic
     } else {
         Order::Stream
     };
-    // SAFETY: the kernel takes `P` (checked above) and waits for its predecessor (the caller) in code of
-    // sm_90 and later; the rest is forwarded to the caller.
+    // SAFETY: forwarded to the caller, whose kernel waits for its predecessor in code of sm_90 and later.
+    unsafe { launch_ordered(gpu, kernel, shape, stream, params, order) }
+}
+
+/// [`launch`] and [`launch_dependent`]: checks that `kernel` takes `P`, then launches it in `order`.
+///
+/// # Safety
+/// As [`launch`]; with [`Order::Programmatic`], as [`launch_dependent`].
+unsafe fn launch_ordered<P: Params>(
+    gpu: &Gpu,
+    kernel: Kernel,
+    shape: Launch,
+    stream: StreamRef<'_>,
+    params: P,
+    order: Order,
+) -> Result<()> {
+    assert!(
+        P::taken_by(kernel.module),
+        "{kernel:?} does not take {}",
+        std::any::type_name::<P>()
+    );
+    // SAFETY: the kernel takes `P` (checked above); the rest is forwarded to the caller.
     unsafe { driver::launch(gpu.function(kernel)?, shape, stream, &params, order) }
 }
 

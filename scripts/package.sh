@@ -7,10 +7,13 @@
 # nightly nor ptxas. After packaging, every prebuilt file in the package is compared byte for byte with that
 # fresh build.
 #
-#   bash scripts/package.sh      (after scripts/setup.sh; needs ptxas for the cubins)
+#   bash scripts/package.sh      (sources scripts/setup.sh first, which installs what is missing, ptxas too)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
+
+# shellcheck source=scripts/setup.sh
+source "$root/scripts/setup.sh"
 
 # A fresh build of the kernels, and where its build script left the images.
 out=$(cargo build -p reduce-host --release --message-format=json |

@@ -6,10 +6,13 @@ use std::sync::Mutex;
 use cust::sys::{self, CUfunction, CUjit_option, CUmodule};
 use reduce_contract::ModuleSpec;
 
-use crate::error::{DriverError, Error, Result, check, check_code};
+use crate::error::{DriverError, Error, Result, check};
 use crate::images::Code;
 use crate::pinned::Pinned;
 use crate::stream::StreamRef;
+
+mod dependent;
+pub(crate) use dependent::{Order, dependent_launch_supported};
 
 /// A loaded module and its kernels, resolved at load. Unloaded on drop (a failure there has no caller to
 /// report to and is ignored: the context it belonged to is being torn down anyway).
@@ -154,91 +157,6 @@ pub(crate) struct Launch {
     pub shared_bytes: u32,
 }
 
-/// How a launch is ordered after the work before it on its stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Order {
-    /// Starts once everything before it has completed: the stream's ordinary rule.
-    Stream,
-    /// Programmatic dependent launch (sm_90 and later): the kernel's blocks may start as soon as the kernel
-    /// before it calls `griddepcontrol.launch_dependents`, and must themselves wait (`griddepcontrol.wait`,
-    /// `kernels_gpu::arch::wait_for_primary`) before touching memory that kernel writes. Only for kernels
-    /// that do, built from sm_90 PTX.
-    Programmatic,
-}
-
-/// `CUlaunchAttribute`: an id, padding to 8 bytes, and a 64-byte value union.
-#[repr(C)]
-struct LaunchAttribute {
-    id: u32,
-    _pad: u32,
-    value: AttributeValue,
-}
-
-#[repr(C, align(8))]
-struct AttributeValue([u32; 16]);
-
-/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`; its value is the int at the union's start.
-const PROGRAMMATIC_STREAM_SERIALIZATION: u32 = 6;
-
-/// `CUlaunchConfig`.
-#[repr(C)]
-struct LaunchConfig {
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared_bytes: u32,
-    stream: sys::CUstream,
-    attrs: *mut LaunchAttribute,
-    num_attrs: u32,
-}
-
-/// `cuLaunchKernelEx`. It returns a plain `int`: a newer driver may answer with a `CUresult` that the
-/// `cust` enum (CUDA 11) lacks, and an enum holding it would be undefined behaviour.
-type LaunchKernelEx = unsafe extern "C" fn(
-    *const LaunchConfig,
-    CUfunction,
-    *mut *mut c_void,
-    *mut *mut c_void,
-) -> i32;
-
-/// `CU_GET_PROC_ADDRESS_LEGACY_STREAM`: the entry point with the default stream meaning the legacy one, as
-/// for every other call the crate makes.
-const GET_PROC_ADDRESS_LEGACY_STREAM: u64 = 1;
-
-/// `cuLaunchKernelEx`, asked of the driver once: the `cust` bindings predate it, and linking it by name
-/// would stop the whole binary from loading on an older driver. `None` below CUDA 12.3, the first driver
-/// to keep programmatic edges when a stream is captured into a graph (and where the call is missing).
-fn launch_kernel_ex() -> Option<LaunchKernelEx> {
-    static PFN: std::sync::OnceLock<Option<LaunchKernelEx>> = std::sync::OnceLock::new();
-    *PFN.get_or_init(|| {
-        let mut version = 0;
-        // SAFETY: the driver writes one int.
-        let known = check(unsafe { sys::cuDriverGetVersion(&mut version) }).is_ok();
-        if !known || version < 12030 {
-            return None;
-        }
-        let mut pfn = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated name and one pointer written; the driver is initialised (a context
-        // exists before any launch).
-        let r = unsafe {
-            sys::cuGetProcAddress(
-                c"cuLaunchKernelEx".as_ptr(),
-                &mut pfn,
-                12000,
-                GET_PROC_ADDRESS_LEGACY_STREAM,
-            )
-        };
-        (check(r).is_ok() && !pfn.is_null()).then(|| {
-            // SAFETY: the driver returned its `cuLaunchKernelEx`, whose C signature `LaunchKernelEx` is.
-            unsafe { std::mem::transmute::<*mut c_void, LaunchKernelEx>(pfn) }
-        })
-    })
-}
-
-/// Whether this process's driver takes programmatic dependent launches (CUDA 12.3 or newer).
-pub(crate) fn dependent_launch_supported() -> bool {
-    launch_kernel_ex().is_some()
-}
-
 /// Enqueues `f` on `stream` with its one parameter, the struct `params`, ordered by `order` (which falls
 /// back to [`Order::Stream`] on the legacy default stream and on drivers before CUDA 12.3).
 ///
@@ -256,27 +174,11 @@ pub(crate) unsafe fn launch<P>(
     order: Order,
 ) -> Result<()> {
     let mut args = [params as *const P as *mut c_void];
-    let ex = launch_kernel_ex().filter(|_| order == Order::Programmatic && !stream.is_legacy());
-    if let Some(launch_ex) = ex {
-        let mut value = AttributeValue([0; 16]);
-        value.0[0] = 1; // programmaticStreamSerializationAllowed
-        let mut attr = LaunchAttribute {
-            id: PROGRAMMATIC_STREAM_SERIALIZATION,
-            _pad: 0,
-            value,
-        };
-        let config = LaunchConfig {
-            grid: [shape.grid, 1, 1],
-            block: [shape.block, 1, 1],
-            shared_bytes: shape.shared_bytes,
-            stream: stream.as_raw(),
-            attrs: &mut attr,
-            num_attrs: 1,
-        };
-        // SAFETY: as `cuLaunchKernel` below, plus the config and its one attribute, which outlive the
-        // call; the kernel waits for its predecessor (the caller).
-        let r = unsafe { launch_ex(&config, f.raw, args.as_mut_ptr(), std::ptr::null_mut()) };
-        return Ok(check_code(r, "cuLaunchKernelEx")?);
+    if order == Order::Programmatic && !stream.is_legacy() {
+        // SAFETY: forwarded to the caller, whose kernel waits for its predecessor.
+        if let Some(r) = unsafe { dependent::launch(f.raw, shape, stream, &mut args) } {
+            return r;
+        }
     }
     // SAFETY: forwarded to the caller; the driver copies the struct before returning.
     let r = unsafe {

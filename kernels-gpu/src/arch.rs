@@ -85,9 +85,9 @@ pub fn fence_gpu() {
 /// Programmatic dependent launch, primary side (`griddepcontrol.launch_dependents`, sm_90 and later): the
 /// kernel the host enqueued after this one with programmatic stream serialization may start its blocks once
 /// every block of this grid has executed this (or exited), instead of after this grid has finished, so its
-/// launch overlaps this grid's tail. It gives no memory
-/// ordering: the dependent still waits in [`wait_for_primary`] before it reads what this grid writes. A
-/// no-op in the PTX of older archs, whose launches the host never marks so.
+/// launch overlaps this grid's tail. It gives no memory ordering: the dependent still waits in
+/// [`wait_for_primary`] before it reads what this grid writes. A no-op in the PTX of older archs, whose
+/// launches the host never marks so.
 #[inline(always)]
 pub fn launch_dependents() {
     #[cfg(target_feature = "sm_90")]

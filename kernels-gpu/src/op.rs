@@ -415,8 +415,9 @@ impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
 
     /// Values first, then indices, then one value: a butterfly of one-word `pick`s gives every lane the
     /// segment's best value; a minimum over the indices of the lanes holding it ([`warp::min_u64`]: two
-    /// `redux.sync` for a whole warp on sm_80+, else a butterfly) gives the smallest; the lane with that index hands over its value (its exact bits: −0.0 and +0.0, or two NaNs,
-    /// are the same value but not the same bits). The result is `choose`'s, in every lane, and a step costs
+    /// `redux.sync` for a whole warp on sm_80+, else a butterfly) gives the smallest; the lane with that
+    /// index hands over its value (its exact bits: −0.0 and +0.0, or two NaNs, are the same value but not
+    /// the same bits). The result is `choose`'s, in every lane, and a step costs
     /// a shuffle and one instruction per pass instead of three shuffles and `choose`'s NaN and index tests on
     /// the critical path.
     #[inline(always)]

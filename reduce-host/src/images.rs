@@ -48,7 +48,7 @@ pub enum Code {
 impl Code {
     /// The arch the code was built for, `major * 10 + minor` (for a cubin, the PTX it came from is that arch
     /// or older, never newer).
-    pub fn arch(&self) -> u32 {
+    pub(crate) fn arch(&self) -> u32 {
         match *self {
             Code::Cubin { arch } | Code::Ptx { arch } => arch,
         }

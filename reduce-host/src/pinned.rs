@@ -41,7 +41,15 @@ impl Pinned {
         let device = match check(mapped) {
             Ok(()) => (device != 0).then_some(device),
             // A device that cannot map host memory: the copy path serves it.
-            Err(e) if [1, 801].contains(&e.code) => None,
+            Err(e)
+                if [
+                    sys::CUresult::CUDA_ERROR_INVALID_VALUE as u32,
+                    sys::CUresult::CUDA_ERROR_NOT_SUPPORTED as u32,
+                ]
+                .contains(&e.code) =>
+            {
+                None
+            }
             Err(e) => {
                 // SAFETY: allocated above and not handed out.
                 let _ = unsafe { sys::cuMemFreeHost(host) };

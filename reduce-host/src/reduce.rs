@@ -23,10 +23,9 @@ use crate::view::{DeviceView, DeviceViewMut, Home};
 pub enum Combine {
     /// The default: `TwoPass` on sm_90 and later GPUs (with a CUDA 12.3 or newer driver), where its second
     /// kernel is a programmatic dependent launch that overlaps the first; elsewhere `TwoPass` for inputs up
-    /// to 4 MiB and `LastBlock` above.
-    /// **Deterministic** (the choice depends only on the GPU, the input's length and its element type).
-    /// Measured on the H200 (docs/PERFORMANCE.md, run F): `TwoPass` was as fast as `LastBlock` or faster at
-    /// every size (2^22 f32: 9.9 against 11.0 µs).
+    /// to 4 MiB and `LastBlock` above. **Deterministic** (the choice depends only on the GPU, the input's
+    /// length and its element type). Measured on the H200 (docs/PERFORMANCE.md, run F): `TwoPass` was as
+    /// fast as `LastBlock` or faster at every size (2^22 f32: 9.9 against 11.0 µs).
     #[default]
     Auto,
     /// A second one-block kernel reduces the partials in a fixed order. **Deterministic**: the same input
@@ -345,20 +344,21 @@ impl DeviceReduce {
             .staging
             .device_ptr()
             .filter(|_| self.combine != Combine::Atomic);
-        if let Some(out) = mapped {
-            assert!(size_of::<Acc>() <= self.staging.len(), "staging too small");
-            self.enqueue::<T, Acc>(op, input, out as *mut Acc, homes, None)?;
-            driver::synchronize(StreamRef::from(&*self.stream))?;
-            // SAFETY: the kernels just enqueued on the handle's stream, now finished, wrote an `Acc` into
-            // `staging` through its mapping; `staging` is this handle's, used by blocking calls only, which
-            // `&mut self` serialises.
-            return Ok(unsafe { self.staging.read::<Acc>() });
-        }
-        let out = self.scratch.result.as_device_ptr().as_raw();
+        assert!(size_of::<Acc>() <= self.staging.len(), "staging too small");
+        let out = mapped.unwrap_or(self.scratch.result.as_device_ptr().as_raw());
         self.enqueue::<T, Acc>(op, input, out as *mut Acc, homes, None)?;
-        // SAFETY: the kernels just enqueued write an `Acc` to `out` on the handle's stream; `staging` is
-        // this handle's, used by blocking calls only, which `&mut self` serialises.
-        unsafe { driver::read_back::<Acc>(out, &self.staging, StreamRef::from(&*self.stream)) }
+        let stream = StreamRef::from(&*self.stream);
+        // SAFETY (both arms): the kernels just enqueued on the handle's stream write an `Acc` to `out`, the
+        // staging's mapping or the device slot; `staging` is this handle's, used by blocking calls only,
+        // which `&mut self` serialises.
+        unsafe {
+            if mapped.is_some() {
+                driver::synchronize(stream)?;
+                Ok(self.staging.read::<Acc>())
+            } else {
+                driver::read_back::<Acc>(out, &self.staging, stream)
+            }
+        }
     }
 
     fn enqueue_into<T: Element, Acc: DeviceCopy>(

@@ -46,6 +46,18 @@ struct LaunchConfig {
     num_attrs: u32,
 }
 
+// The layouts of CUDA 12's `cuda.h` (64-bit): a field out of place would hand the driver garbage, which no
+// test without a GPU would see.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<LaunchAttribute>() == 72 && offset_of!(LaunchAttribute, value) == 8);
+    assert!(offset_of!(LaunchConfig, shared_bytes) == 24);
+    assert!(offset_of!(LaunchConfig, stream) == 32);
+    assert!(offset_of!(LaunchConfig, attrs) == 40);
+    assert!(offset_of!(LaunchConfig, num_attrs) == 48);
+    assert!(size_of::<LaunchConfig>() == 56);
+};
+
 /// `cuLaunchKernelEx`. It returns a plain `int`: a newer driver may answer with a `CUresult` that the
 /// `cust` enum (CUDA 11) lacks, and an enum holding it would be undefined behaviour.
 type LaunchKernelEx = unsafe extern "C" fn(

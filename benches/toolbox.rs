@@ -249,6 +249,27 @@ fn run() -> Result<bool, BoxError> {
             torch_us: torch_us("masked_select"),
         });
     }
+
+    // Flagged compaction: flags set where x > 0.5, so the same elements as above, in input order, as CUB's
+    // `DeviceSelect::Flagged` gives them. The rate counts the flag bytes too.
+    let flags: Vec<u8> = uniform.iter().map(|&x| u8::from(x > 0.5)).collect();
+    let d_flags = DeviceBuffer::from_slice(&flags)?;
+    let got = select.select_flagged(&d_uniform, &d_flags, &mut out_f)?;
+    if got != want {
+        failures.push(format!("select_flagged: {got} selected, want {want}"));
+    }
+    let us = time(&gpu, &stream, |s| {
+        // SAFETY: buffers live until the timing synchronizes.
+        unsafe { select.select_flagged_async(&d_uniform, &d_flags, &mut out_f, &mut count, s)? };
+        Ok(())
+    })?;
+    rows.push(Row {
+        what: "select_flagged (flags: x > 0.5)".into(),
+        us,
+        bytes: N as f64 * 5.0,
+        cub_us: cub_us("select_flagged_f32"),
+        torch_us: None,
+    });
     let _: Option<&DeviceSlice<f32>> = None;
 
     let mut md = format!(

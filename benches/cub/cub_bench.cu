@@ -15,13 +15,16 @@
 //   histogram_f32_uniform       cub::DeviceHistogram::HistogramEven, 256 bins over [0,1)
 //   histogram_f32_skewed        same, ~90% of the samples fall into one bin
 //   select_if_f32               cub::DeviceSelect::If with predicate x > 0.5f
+//   select_flagged_f32          cub::DeviceSelect::Flagged, one flag byte per element set where x > 0.5f
+//                               (the flags are made on the device in setup, one set per input copy)
 //   memcpy_d2d                  cudaMemcpyAsync device -> device
 //   read_f32                    hand-written float4 grid-stride read+sum kernel (bandwidth ceiling)
 //
 // Output: for each n exactly one CSV line on stdout, nothing else:
 //   cub,<op>,<n>,<median_us>,<gbps>,<check>
 // where gbps = bytes / median time (1 GB = 1e9 bytes), bytes = n * sizeof(input element), except
-// memcpy_d2d (2 * n * 4: read + write) and select_if_f32 (n * 4 + 4 * number selected).
+// memcpy_d2d (2 * n * 4: read + write), select_if_f32 (n * 4 + 4 * number selected) and
+// select_flagged_f32 (n * 5 + 4 * number selected).
 // <check> is PASS or FAIL. Diagnostics go to stderr. Exit code: 0 if every check passed, 1 if a
 // check failed or a CUDA call failed (file:line and the error string are printed to stderr),
 // 2 on a usage error. n > INT32_MAX is skipped (a note on stderr, no CSV line).
@@ -826,6 +829,39 @@ struct ReadOp : InputOp<float>
   }
 };
 
+// One flag byte per element of every input copy (the same layout), set where x > kSelectThreshold.
+__global__ void flag_kernel(const float* x, unsigned char* flags, uint64_t total)
+{
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x)
+  {
+    flags[i] = x[i] > kSelectThreshold ? 1 : 0;
+  }
+}
+
+// select_flagged_f32: the compaction of select_if_f32, driven by flags, so its check is the same.
+struct SelectFlaggedOp : SelectIfOp
+{
+  DeviceArray<unsigned char> flags;
+  void alloc_outputs(const Gpu& gpu) override
+  {
+    SelectIfOp::alloc_outputs(gpu);
+    const uint64_t total = in.stride * uint64_t(in.copies);
+    flags.alloc(total);
+    flag_kernel<<<gpu.sm_count * 8, 256, 0, gpu.stream>>>(in.buf.get(), flags.get(), total);
+    CK(cudaGetLastError());
+  }
+  cudaError_t run(void* t, size_t& b, const float* d_in, cudaStream_t s) override
+  {
+    const unsigned char* f = flags.get() + (d_in - in.buf.get());
+    return cub::DeviceSelect::Flagged(
+      t, b, d_in, f, out.get(), num_selected.get(), static_cast<int64_t>(n), s);
+  }
+  double bytes_moved() const override
+  {
+    return SelectIfOp::bytes_moved() + double(n);
+  }
+};
+
 std::unique_ptr<Op> make_op(const std::string& name)
 {
   if (name == "sum_f32") return std::make_unique<ReduceF32Op>(ReduceKind::Sum);
@@ -841,6 +877,7 @@ std::unique_ptr<Op> make_op(const std::string& name)
   if (name == "histogram_f32_uniform") return std::make_unique<HistogramOp>(false);
   if (name == "histogram_f32_skewed") return std::make_unique<HistogramOp>(true);
   if (name == "select_if_f32") return std::make_unique<SelectIfOp>();
+  if (name == "select_flagged_f32") return std::make_unique<SelectFlaggedOp>();
   if (name == "memcpy_d2d") return std::make_unique<MemcpyOp>();
   if (name == "read_f32") return std::make_unique<ReadOp>();
   return nullptr;

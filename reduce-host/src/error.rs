@@ -93,9 +93,10 @@ impl From<CudaError> for Error {
 impl From<DriverError> for Error {
     /// Sticky errors, after which the context is unusable, become [`Error::ContextLost`].
     fn from(e: DriverError) -> Self {
-        // CUDA_ERROR_LAUNCH_TIMEOUT, ILLEGAL_ADDRESS, HARDWARE_STACK_ERROR, ILLEGAL_INSTRUCTION,
-        // MISALIGNED_ADDRESS, INVALID_ADDRESS_SPACE, INVALID_PC and LAUNCH_FAILED (a trap, e.g. a kernel panic).
-        const STICKY: [u32; 8] = [702, 700, 714, 715, 716, 717, 718, 719];
+        // CUDA_ERROR_LAUNCH_TIMEOUT, ILLEGAL_ADDRESS, ASSERT (a device-side assert), HARDWARE_STACK_ERROR,
+        // ILLEGAL_INSTRUCTION, MISALIGNED_ADDRESS, INVALID_ADDRESS_SPACE, INVALID_PC and LAUNCH_FAILED (a
+        // trap, e.g. a kernel panic).
+        const STICKY: [u32; 9] = [702, 700, 710, 714, 715, 716, 717, 718, 719];
         if STICKY.contains(&e.code) {
             Error::ContextLost(e)
         } else {

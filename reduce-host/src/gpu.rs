@@ -137,12 +137,23 @@ impl Gpu {
     }
 
     /// The device with this ordinal: retains its primary context and picks the kernel image it runs (the
-    /// newest matching cubin, else PTX; `REDUCE_HOST_FORCE_PTX=1` forces PTX). Loads no kernels yet.
+    /// newest matching cubin, else PTX; `REDUCE_HOST_FORCE_PTX=1` forces PTX). Loads no kernels yet. A
+    /// thread with no current context is left with the device's, so buffers can be made right after; a
+    /// context the caller made current stays current.
     pub fn with_device(ordinal: u32) -> Result<Self> {
         let no_device = |e: cust::error::CudaError| Error::NoDevice(DriverError::from(e));
         cust::init(cust::CudaFlags::empty()).map_err(no_device)?;
         let device = Device::get_device(ordinal).map_err(no_device)?;
+        // `Context::new` makes the primary context current; a caller's own context goes back, as after
+        // every call (a thread that had none keeps the new one; see `make_current`).
+        let mut previous = std::ptr::null_mut();
+        // SAFETY: writes the thread's current context (or null) into `previous`.
+        check(unsafe { sys::cuCtxGetCurrent(&mut previous) })?;
         let ctx = Context::new(device)?;
+        if !previous.is_null() && previous != ctx.as_raw() {
+            // SAFETY: `previous` was current on this thread just above; the caller owns it.
+            check(unsafe { sys::cuCtxSetCurrent(previous) })?;
+        }
         let attr = |a| device.get_attribute(a).map(|v| v as u32);
         let major = attr(DeviceAttribute::ComputeCapabilityMajor)?;
         let minor = attr(DeviceAttribute::ComputeCapabilityMinor)?;
@@ -190,6 +201,11 @@ impl Gpu {
     /// the CUDA runtime does, so buffers can be made on it right after a call.
     pub(crate) fn make_current(&self) -> Result<Current> {
         Current::enter(self.0.ctx.as_raw())
+    }
+
+    /// The device's primary context, which every handle on this `Gpu` runs in.
+    pub(crate) fn raw_context(&self) -> sys::CUcontext {
+        self.0.ctx.as_raw()
     }
 
     /// A kernel, its module loaded (and resolved) the first time. The context must be current.

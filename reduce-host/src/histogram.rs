@@ -245,7 +245,7 @@ impl DeviceHistogram {
         let _current = gpu.make_current()?;
         let stream = gpu.handle_stream()?;
         Ok(DeviceHistogram {
-            counts: InContext::new(gpu, DeviceBuffer::zeroed(256)?),
+            counts: InContext::new(gpu, driver::zeroed(256)?),
             stream,
             gpu: gpu.clone(),
         })
@@ -340,7 +340,7 @@ impl DeviceHistogram {
         let bins = plan.bins as usize;
         if self.counts.len() < bins {
             // Blocking calls wait for their work, so nothing in flight uses the old buffer.
-            self.counts = InContext::new(&self.gpu, DeviceBuffer::zeroed(bins)?);
+            self.counts = InContext::new(&self.gpu, driver::zeroed(bins)?);
         }
         let out = self.counts.as_device_ptr().as_raw();
         let stream = StreamRef::from(&*self.stream);

@@ -8,8 +8,9 @@ use crate::dispatch::{self, Span};
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, InContext};
+use crate::last_use::LastUse;
 use crate::pinned::Pinned;
-use crate::stream::StreamRef;
+use crate::stream::{self, StreamRef};
 use crate::view::{DeviceView, DeviceViewMut};
 
 /// One step of the chapter's sum kernel.
@@ -53,7 +54,12 @@ const V5_BLOCKS_PER_SM: u32 = 8;
 
 /// Runs the seed kernels; their per-block partials are combined by the production finalize kernel.
 pub struct SeedReduce {
-    partials: DeviceBuffer<f32>,
+    partials: InContext<DeviceBuffer<f32>>,
+    /// Where blocking calls have their sum written.
+    result: InContext<DeviceBuffer<f32>>,
+    staging: InContext<Pinned>,
+    /// Orders every use of `partials`, from any stream, after the one before (see [`LastUse`]).
+    last_use: LastUse,
     stream: InContext<Stream>,
     gpu: Gpu,
 }
@@ -64,8 +70,12 @@ impl SeedReduce {
         // The device's context, current while the handle's buffers are allocated in it.
         let _current = gpu.make_current()?;
         Ok(SeedReduce {
-            partials: DeviceBuffer::zeroed(1)?,
-            stream: InContext::new(gpu, gpu.stream()?),
+            partials: InContext::new(gpu, driver::zeroed(1)?),
+            result: InContext::new(gpu, driver::zeroed(1)?),
+            staging: InContext::new(gpu, Pinned::new(size_of::<f32>())?),
+            last_use: LastUse::new()?,
+            // Blocking, so it waits for copies the caller made on the legacy default stream.
+            stream: gpu.handle_stream()?,
             gpu: gpu.clone(),
         })
     }
@@ -91,8 +101,9 @@ impl SeedReduce {
         }
         if (self.partials.len() as u64) < grid {
             let _current = self.gpu.make_current()?;
-            self.stream.synchronize()?;
-            self.partials = DeviceBuffer::zeroed(grid as usize)?;
+            // Async calls may still be using the partials on any stream.
+            self.last_use.synchronize()?;
+            self.partials = InContext::new(&self.gpu, driver::zeroed(grid as usize)?);
         }
         Ok(())
     }
@@ -105,19 +116,16 @@ impl SeedReduce {
     ) -> Result<f32> {
         let input = input.into();
         self.reserve(version, input.len() as u64)?;
-        // The device's context, current while this call's buffers are allocated in it.
         let _current = self.gpu.make_current()?;
-        let mut out = DeviceBuffer::<f32>::zeroed(1)?;
-        let stream = self.gpu.stream()?;
-        let staging = Pinned::new(size_of::<f32>())?;
-        // SAFETY: `input` and `out` outlive the synchronize in `read_back`; `staging` is this call's.
+        let out = self.result.as_device_ptr().as_raw();
+        // SAFETY: `out` is this handle's one f32 and `stream` the handle's own, both live for this call;
+        // `&mut self` keeps them and `staging` to it, and `read_back` waits for the stream, so `input` is
+        // read before its borrow ends.
         unsafe {
-            self.sum_async(version, input, &mut out, &stream)?;
-            driver::read_back::<f32>(
-                out.as_device_ptr().as_raw(),
-                &staging,
-                StreamRef::from(&stream),
-            )
+            let stream = StreamRef::from_raw(self.stream.as_inner());
+            let out_view = DeviceViewMut::<f32>::from_raw_parts(out, 1);
+            self.sum_async(version, input, out_view, stream)?;
+            driver::read_back::<f32>(out, &self.staging, stream)
         }
     }
 
@@ -149,21 +157,42 @@ impl SeedReduce {
             ));
         }
         let _current = self.gpu.make_current()?;
+        let homes = [input.home(), out.home()];
         let input = Span::<f32>::from_raw(&self.gpu, input_ptr, n, "input")?;
         let out = Span::of_view_mut(&self.gpu, &out, "output")?;
         input.disjoint(&out, "input", "output")?;
-        // SAFETY: the caller keeps `input` and `out` alive; `partials` holds `grid` f32 (checked above) and
-        // is this handle's alone; v5's 16-byte alignment is checked above.
-        unsafe {
-            dispatch::seed::enqueue(
-                &self.gpu,
-                version as u8,
-                grid as u32,
-                input,
-                self.partials.as_device_ptr().as_raw() as *mut f32,
-                out.as_mut_ptr(),
-                stream.into(),
-            )
-        }
+        let stream = stream.into();
+        let partials = self.partials.as_device_ptr().as_raw() as *mut f32;
+        let last_use = &mut self.last_use;
+        stream::ordered(&homes, stream, || {
+            last_use.acquire(stream)?;
+            // SAFETY: the caller keeps `input` and `out` alive; `partials` holds `grid` f32 (checked above)
+            // and no other work uses them until this is done (`last_use`); v5's 16-byte alignment is checked
+            // above.
+            let r = unsafe {
+                dispatch::seed::enqueue(
+                    &self.gpu,
+                    version as u8,
+                    grid as u32,
+                    input,
+                    partials,
+                    out.as_mut_ptr(),
+                    stream,
+                )
+            };
+            // Recorded even after a failed launch: the one before it may have gone in.
+            last_use.release(stream)?;
+            r
+        })
+    }
+}
+
+impl Drop for SeedReduce {
+    fn drop(&mut self) {
+        // Async calls may still be using the partials on any stream: wait for the last use before the
+        // fields free them (each in the device's context, `InContext`). A failure here has no caller to go
+        // to, so it is dropped.
+        let _current = self.gpu.make_current();
+        let _ = self.last_use.synchronize();
     }
 }

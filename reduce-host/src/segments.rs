@@ -48,7 +48,7 @@ enum Kind<'a> {
 
 impl Segments<'static> {
     /// The `rows` rows of a row-major matrix of `cols` columns whose rows start `stride` elements apart
-    /// (`stride >= cols`; the input's first element is row 0's). Row `r` is `input[r · stride ..][..cols]`.
+    /// (`stride >= cols` when there are two rows or more; the input's first element is row 0's). Row `r` is `input[r · stride ..][..cols]`.
     pub fn rows(rows: usize, cols: usize, stride: usize) -> Self {
         Segments {
             kind: Kind::Rows {
@@ -108,6 +108,9 @@ impl<'a> Segments<'a> {
         let invalid = |m: String| Err(Error::InvalidArgument(m));
         match self.kind {
             Kind::Rows { rows, cols, stride } => {
+                // One row (or none) has no second row to overlap, whatever the stride: the kernels then
+                // see the stride of back-to-back rows.
+                let stride = if rows <= 1 { cols } else { stride };
                 if stride < cols {
                     return invalid(format!(
                         "row stride {stride} is less than the {cols} columns: rows would overlap"
@@ -196,6 +199,22 @@ mod tests {
     #[test]
     fn stride_below_cols_is_refused() {
         assert!(invalid(Segments::rows(2, 5, 4).layout(100, rows_only)).contains("stride"));
+    }
+
+    #[test]
+    fn one_row_takes_any_stride() {
+        for stride in [0, 4, 5, 1 << 40] {
+            let l = Segments::rows(1, 5, stride).layout(5, rows_only).unwrap();
+            assert!(matches!(
+                l,
+                Layout::Rows {
+                    count: 1,
+                    len: 5,
+                    stride: 5
+                }
+            ));
+        }
+        assert!(invalid(Segments::rows(1, 5, 0).layout(4, rows_only)).contains("past the input"));
     }
 
     #[test]

@@ -132,7 +132,7 @@ impl DeviceSelect {
         let _current = gpu.make_current()?;
         let stream = gpu.handle_stream()?;
         Ok(DeviceSelect {
-            count: InContext::new(gpu, DeviceBuffer::zeroed(1)?),
+            count: InContext::new(gpu, driver::zeroed(1)?),
             tiles: InContext::new(gpu, Scratch::new()?),
             stream,
             staging: InContext::new(gpu, Pinned::new(size_of::<u64>())?),

@@ -66,6 +66,10 @@ impl<'a, 'b> From<&'b StreamRef<'a>> for StreamRef<'a> {
 /// cudarc memory (`homes`): the work waits for what those streams already hold, and their later work (a
 /// cudarc free included) waits for it. Without the `cudarc` feature there are no homes and this is just
 /// `enqueue()`.
+///
+/// The homes are made to wait even when `enqueue` fails: it may fail after some of its kernels went in,
+/// and a caller that gets the error may free the memory at once. Where even that fails, the host waits for
+/// the stream before returning the error.
 pub(crate) fn ordered<R>(
     homes: &[Home],
     stream: StreamRef<'_>,
@@ -73,10 +77,16 @@ pub(crate) fn ordered<R>(
 ) -> Result<R> {
     #[cfg(feature = "cudarc")]
     crate::cudarc::wait_for_homes(homes, stream)?;
-    let r = enqueue()?;
+    let r = enqueue();
     #[cfg(feature = "cudarc")]
-    crate::cudarc::homes_wait_for(homes, stream)?;
+    if let Err(e) = crate::cudarc::homes_wait_for(homes, stream) {
+        // Nothing else orders the homes after work that may be queued: wait for it here (a failure of
+        // this too leaves nothing more to try).
+        let _ = crate::driver::synchronize(stream);
+        r?;
+        return Err(e);
+    }
     #[cfg(not(feature = "cudarc"))]
     let _ = (homes, stream);
-    Ok(r)
+    r
 }

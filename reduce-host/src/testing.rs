@@ -9,6 +9,7 @@ use crate::dispatch;
 use crate::driver::Launch;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
+use crate::stream::StreamRef;
 
 mod sealed {
     pub trait Sealed {}
@@ -42,7 +43,8 @@ impl Gpu {
             )));
         };
         let _current = self.make_current()?;
-        let stream = self.stream()?;
+        // Blocking, so it waits for the copies below, which cust makes on the legacy default stream.
+        let stream = self.handle_stream()?;
         let d_in = DeviceBuffer::from_slice(input)?;
         let d_out = DeviceBuffer::from_slice(&vec![X::default(); threads])?;
         let params = LaneParams {
@@ -57,7 +59,7 @@ impl Gpu {
         };
         // SAFETY: every `test_` kernel reads input[t] and writes out[t] for t < blockDim.x = the length of
         // both buffers, and uses at most 4 bytes of shared memory per thread.
-        unsafe { dispatch::launch(self, kernel, shape, (&stream).into(), params)? };
+        unsafe { dispatch::launch(self, kernel, shape, StreamRef::from(&*stream), params)? };
         stream.synchronize()?;
         let mut out = vec![X::default(); threads];
         d_out.copy_to(&mut out[..])?;

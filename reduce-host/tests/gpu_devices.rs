@@ -1,9 +1,10 @@
-//! The handles and the caller's CUDA state: a call leaves the caller's current context as it was, memory
-//! the driver does not know is refused before any kernel runs, and (on two GPUs) another device's memory is
+//! The handles and the caller's CUDA state: a call (and making a handle) leaves the caller's current
+//! context as it was, memory the driver does not know or that another context owns is refused before any
+//! kernel runs, a handle works on a thread with no context, and (on two GPUs) another device's memory is
 //! refused too, without ending GPU work in the process. Ignored without a GPU.
 use cust::memory::DeviceBuffer;
 use cust::sys;
-use reduce_host::{DeviceReduce, DeviceView, Error, Gpu};
+use reduce_host::{DeviceReduce, DeviceSelect, DeviceView, Error, Gpu};
 
 fn current() -> sys::CUcontext {
     let mut ctx = std::ptr::null_mut();
@@ -36,6 +37,19 @@ fn a_call_leaves_the_callers_context_current() {
     assert_eq!(current(), mine);
     assert_eq!(reduce.sum(&x).unwrap(), 6.0);
     assert_eq!(current(), mine, "the call replaced the caller's context");
+    let other = DeviceReduce::new().unwrap();
+    assert_eq!(
+        current(),
+        mine,
+        "making a handle replaced the caller's context"
+    );
+    drop(other);
+    // Memory of the caller's context, which the primary context cannot address: refused before any
+    // kernel could fault on it.
+    let theirs = DeviceBuffer::from_slice(&[1.0f32; 4096]).unwrap();
+    invalid_argument(reduce.sum(&theirs), "other than its primary context");
+    assert_eq!(reduce.sum(&x).unwrap(), 6.0);
+    drop(theirs);
     drop(reduce);
     assert_eq!(
         current(),
@@ -70,7 +84,9 @@ fn two_devices_another_devices_memory_is_refused() {
     let count = cust::device::Device::num_devices().unwrap_or(0);
     assert!(count >= 2, "this test needs two GPUs; found {count}");
     let x0 = DeviceBuffer::from_slice(&[1.0f32; 4096]).unwrap(); // device 0's context is current
-    let gpu1 = Gpu::with_device(1).unwrap();
+    let gpu1 = Gpu::with_device(1).unwrap(); // leaves device 0's current
+    let device1 = cust::device::Device::get_device(1).unwrap();
+    let _primary1 = cust::context::Context::new(device1).unwrap(); // makes device 1's current
     let x1 = DeviceBuffer::from_slice(&[2.0f32; 4096]).unwrap(); // device 1's
     let mut r0 = DeviceReduce::with_gpu(&gpu0).unwrap();
     let mut r1 = DeviceReduce::with_gpu(&gpu1).unwrap();
@@ -85,4 +101,22 @@ fn two_devices_another_devices_memory_is_refused() {
     // Both devices still work.
     assert_eq!(r0.sum(&x0).unwrap(), 4096.0);
     assert_eq!(r1.sum(&x1).unwrap(), 8192.0);
+}
+
+/// A handle used from a thread with no current context: its address checks need the device's context, so
+/// they make it current first (they used to report the caller's memory as unknown there).
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn a_handle_works_on_a_thread_with_no_context() {
+    let mut select = DeviceSelect::new().unwrap();
+    let x = DeviceBuffer::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let flags = DeviceBuffer::from_slice(&[1u8, 0, 1, 0]).unwrap();
+    let mut out = DeviceBuffer::from_slice(&[0.0f32; 4]).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert!(current().is_null(), "a new thread starts with no context");
+            assert_eq!(select.select_flagged(&x, &flags, &mut out).unwrap(), 2);
+        });
+    });
+    assert_eq!(out.as_host_vec().unwrap()[..2], [1.0, 3.0]);
 }

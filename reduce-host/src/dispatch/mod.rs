@@ -79,20 +79,36 @@ impl<T> Span<T> {
         Ok(())
     }
 
-    /// As [`of_view`](Self::of_view), from an address and a length. The device check matters because a
-    /// kernel that touches another device's memory raises an illegal-address error, which is sticky: it
-    /// would end all GPU work in the process, on both devices.
+    /// As [`of_view`](Self::of_view), from an address and a length. The owner check matters because a
+    /// kernel that touches memory its context cannot see (another device's, or another context's on the
+    /// same device) raises an illegal-address error, which is sticky: it would end all GPU work in the
+    /// process, on every device.
     pub fn from_raw(gpu: &Gpu, ptr: u64, len: u64, what: &str) -> Result<Self> {
         let span = Span::aligned(ptr, len, what)?;
         if len > 0 {
+            // The driver answers pointer queries only with a context current, and a handle may be used
+            // on a thread that has none.
+            let _current = gpu.make_current()?;
             let ours = gpu.info().ordinal;
-            match driver::device_of(ptr) {
-                Some(device) if device == ours => {}
-                Some(device) => {
+            match driver::owner_of(ptr)? {
+                Some(owner) if owner.device != ours => {
                     return Err(Error::InvalidArgument(format!(
-                        "the {what} is memory of device {device}, but this handle runs on device {ours}"
+                        "the {what} is memory of device {}, but this handle runs on device {ours}",
+                        owner.device
                     )));
                 }
+                Some(owner)
+                    if !owner.managed
+                        && !owner.host
+                        && !owner.context.is_null()
+                        && owner.context != gpu.raw_context() =>
+                {
+                    return Err(Error::InvalidArgument(format!(
+                        "the {what} was allocated in a CUDA context of device {ours} other than its \
+                         primary context, which this handle runs in and which cannot address it"
+                    )));
+                }
+                Some(_) => {}
                 None => {
                     return Err(Error::InvalidArgument(format!(
                         "the {what} address {ptr:#x} is not memory the CUDA driver knows"

@@ -41,9 +41,9 @@ pub(crate) struct Scratch {
 impl Scratch {
     pub fn new(max_grid: u32) -> Result<Self> {
         Ok(Scratch {
-            partials: DeviceBuffer::zeroed(max_grid as usize * MAX_ACC_BYTES)?,
-            ticket: DeviceBuffer::zeroed(2)?,
-            result: DeviceBuffer::zeroed(MAX_ACC_BYTES)?,
+            partials: driver::zeroed(max_grid as usize * MAX_ACC_BYTES)?,
+            ticket: driver::zeroed(2)?,
+            result: driver::zeroed(MAX_ACC_BYTES)?,
             last_use: LastUse::new()?,
         })
     }
@@ -57,7 +57,7 @@ impl Scratch {
     pub fn reserve(&mut self, max_grid: u32) -> Result<()> {
         if self.partials.len() < max_grid as usize * MAX_ACC_BYTES {
             self.last_use.synchronize()?;
-            self.partials = DeviceBuffer::zeroed(max_grid as usize * MAX_ACC_BYTES)?;
+            self.partials = driver::zeroed(max_grid as usize * MAX_ACC_BYTES)?;
         }
         Ok(())
     }

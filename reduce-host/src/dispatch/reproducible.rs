@@ -60,7 +60,7 @@ impl ReproScratch {
         if self.partials.as_ref().is_none_or(|p| p.len() < bytes) {
             self.last_use.synchronize()?;
             self.partials = None;
-            self.partials = Some(DeviceBuffer::zeroed(bytes)?);
+            self.partials = Some(crate::driver::zeroed(bytes)?);
         }
         Ok(self
             .partials

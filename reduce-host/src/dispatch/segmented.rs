@@ -221,8 +221,8 @@ pub struct PlanOverrides {
 impl Scratch {
     pub fn new() -> Result<Self> {
         Ok(Scratch {
-            partials: DeviceBuffer::zeroed(16)?,
-            error: DeviceBuffer::zeroed(1)?,
+            partials: driver::zeroed(16)?,
+            error: driver::zeroed(1)?,
             staging: Pinned::new(size_of::<u32>())?,
             last_use: LastUse::new()?,
             repro_split: None,
@@ -239,7 +239,7 @@ impl Scratch {
     fn reserve(&mut self, bytes: usize) -> Result<()> {
         if self.partials.len() < bytes {
             self.last_use.synchronize()?;
-            self.partials = DeviceBuffer::zeroed(bytes)?;
+            self.partials = driver::zeroed(bytes)?;
         }
         Ok(())
     }

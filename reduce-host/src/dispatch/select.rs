@@ -39,7 +39,7 @@ pub(crate) struct Scratch {
 impl Scratch {
     pub fn new() -> Result<Self> {
         Ok(Scratch {
-            states: DeviceBuffer::zeroed(1)?,
+            states: driver::zeroed(1)?,
             last_use: LastUse::new()?,
         })
     }
@@ -71,7 +71,7 @@ impl Scratch {
         if self.states.len() < words {
             // The old buffer may still be in use by earlier work on any stream.
             self.last_use.synchronize()?;
-            self.states = DeviceBuffer::zeroed(words.next_power_of_two())?;
+            self.states = driver::zeroed(words.next_power_of_two())?;
         }
         let states = self.states.as_device_ptr().as_raw();
         // SAFETY: the buffer holds at least `words` u64s; the stream is ordered after its last use.

@@ -199,6 +199,30 @@ pub(crate) unsafe fn launch<P>(
     Ok(check(r)?)
 }
 
+/// A new device allocation of `len` zeroed `T` in the current context, zero by the time this returns.
+///
+/// Not `cust`'s `DeviceBuffer::zeroed`: it sets the bytes on the legacy default stream, asynchronously to
+/// the host, and async calls on a caller's non-blocking stream do not wait for that stream, so a kernel
+/// could run before the memset, or under it (a LastBlock ticket left non-zero would spoil every later
+/// call). Here the memset runs on a stream of its own, which waits for nothing else, and the host waits for
+/// it. Handles allocate at creation and when they grow, never per call.
+pub(crate) fn zeroed<T: cust::memory::DeviceCopy + cust::memory::bytemuck::Zeroable>(
+    len: usize,
+) -> Result<cust::memory::DeviceBuffer<T>> {
+    // SAFETY: every byte is set to zero below, an all-zero `T` is valid (`Zeroable`), and the buffer is
+    // handed out only after the memset has completed.
+    let buffer = unsafe { cust::memory::DeviceBuffer::<T>::uninitialized(len)? };
+    let bytes = len * size_of::<T>();
+    if bytes > 0 {
+        let stream = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None)?;
+        let stream = StreamRef::from(&stream);
+        // SAFETY: the buffer holds `bytes` bytes and outlives the synchronize below.
+        unsafe { memset_zero(buffer.as_device_ptr().as_raw(), bytes, stream)? };
+        synchronize(stream)?;
+    }
+    Ok(buffer)
+}
+
 /// Sets `bytes` bytes at `ptr` to zero on `stream`.
 ///
 /// # Safety
@@ -259,24 +283,56 @@ pub(crate) unsafe fn read_back_slice<T: cust::memory::DeviceCopy>(
     Ok(())
 }
 
-/// The ordinal of the device whose memory `ptr` points into, or `None` when the driver does not know the
-/// address. (`cuPointerGetAttributes`, unlike the singular call, answers an unknown address with a null
-/// memory type rather than an error, so compute-sanitizer sees no failed API call.)
-pub(crate) fn device_of(ptr: u64) -> Option<u32> {
+/// Who owns the memory an address points into.
+pub(crate) struct Owner {
+    /// The device's ordinal.
+    pub device: u32,
+    /// The context the memory was allocated in, or null where it belongs to none (the driver answers so for
+    /// memory that every context of the device may use).
+    pub context: sys::CUcontext,
+    /// Managed (unified) memory, which every context may use whichever allocated it.
+    pub managed: bool,
+    /// Page-locked host memory, which every context of every device may use (unified addressing).
+    pub host: bool,
+}
+
+/// The owner of the memory at `ptr`, or `None` when the driver does not know the address.
+/// (`cuPointerGetAttributes`, unlike the singular call, answers an unknown address with a null memory type
+/// rather than an error, so compute-sanitizer sees no failed API call.) A context must be current: the call
+/// fails without one.
+pub(crate) fn owner_of(ptr: u64) -> Result<Option<Owner>> {
     let mut memory_type: std::ffi::c_uint = 0;
     let mut ordinal: std::ffi::c_int = -1;
+    let mut context: sys::CUcontext = std::ptr::null_mut();
+    let mut managed: std::ffi::c_uint = 0;
     let mut attributes = [
         sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
         sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_CONTEXT,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
     ];
     let mut data = [
         &mut memory_type as *mut std::ffi::c_uint as *mut c_void,
         &mut ordinal as *mut std::ffi::c_int as *mut c_void,
+        &mut context as *mut sys::CUcontext as *mut c_void,
+        &mut managed as *mut std::ffi::c_uint as *mut c_void,
     ];
-    // SAFETY: two attributes, each written to its own live variable of the documented type.
-    let r =
-        unsafe { sys::cuPointerGetAttributes(2, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr) };
-    (check(r).is_ok() && memory_type != 0 && ordinal >= 0).then_some(ordinal as u32)
+    // SAFETY: as many attributes as data pointers, each written to its own live variable of the type the
+    // driver documents for it (an unsigned int, an int, a CUcontext and a bool as an unsigned int).
+    check(unsafe {
+        sys::cuPointerGetAttributes(
+            attributes.len() as u32,
+            attributes.as_mut_ptr(),
+            data.as_mut_ptr(),
+            ptr,
+        )
+    })?;
+    Ok((memory_type != 0 && ordinal >= 0).then_some(Owner {
+        device: ordinal as u32,
+        context,
+        managed: managed != 0,
+        host: memory_type == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32,
+    }))
 }
 
 /// Blocks the host until the work queued on `stream` so far is done.

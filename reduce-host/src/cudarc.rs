@@ -6,6 +6,9 @@
 //! each allocation, its *home*. A view made from cudarc memory remembers that home; every call then waits
 //! for the home's earlier work before its own, and makes the home wait for the call's work after it, so a
 //! cudarc write before the call, or a cudarc free after it, can never overlap the kernels.
+//!
+//! A home that is cudarc's per-thread default stream (`CU_STREAM_PER_THREAD`) names the calling thread's
+//! stream, whichever thread queued the memory's work: such memory is ordered with the caller's thread only.
 use std::sync::Arc;
 
 use cudarc::driver::{
@@ -13,7 +16,7 @@ use cudarc::driver::{
 };
 
 use crate::driver::{self, RawEvent};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut, Home};
 
@@ -84,6 +87,10 @@ write_views!(CudaSlice<T>, CudaViewMut<'b, T>);
 
 /// The distinct homes other than `stream` itself. A capturing stream is left alone: an event recorded
 /// outside a capture cannot be waited on inside it (the caller orders graphs, as for every handle).
+///
+/// A home that is capturing while `stream` is not is refused: waiting on an event recorded in a capture
+/// would pull `stream` into that capture, so the call's kernels would be captured, not run, and the
+/// capture's owner would find foreign work in its graph.
 fn others(homes: &[Home], stream: StreamRef<'_>) -> Result<Vec<StreamRef<'static>>> {
     let mut raw: Vec<usize> = homes
         .iter()
@@ -96,12 +103,22 @@ fn others(homes: &[Home], stream: StreamRef<'_>) -> Result<Vec<StreamRef<'static
     }
     raw.sort_unstable();
     raw.dedup();
-    Ok(raw
+    let others: Vec<StreamRef<'static>> = raw
         .into_iter()
         // SAFETY: each home belongs to cudarc memory the call's views borrow, which holds its stream alive
         // for the call; the StreamRef does not leave this module's two functions.
         .map(|r| unsafe { StreamRef::from_raw(r as cust::sys::CUstream) })
-        .collect())
+        .collect();
+    for &home in &others {
+        if driver::capturing(home)? {
+            return Err(Error::InvalidArgument(
+                "the stream that owns this cudarc memory is capturing a CUDA graph: end the capture \
+                 first, or make the call on the capturing stream"
+                    .into(),
+            ));
+        }
+    }
+    Ok(others)
 }
 
 /// Makes `stream` wait for the work already queued on every home.

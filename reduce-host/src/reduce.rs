@@ -261,6 +261,9 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// `input` and `out` must stay allocated, and `input` unmodified, until `stream` has passed this work.
+    /// If `stream` is capturing a CUDA graph, the graph uses the handle's scratch each time it runs: it must
+    /// not run after the handle is dropped or its scratch is replaced (by a later call that needs more, or
+    /// a new policy), nor while another call of the handle runs.
     pub unsafe fn sum_async<'s, 'a, 'b, T: SumElement>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,

@@ -133,8 +133,10 @@ impl SeedReduce {
     /// or this reports `InvalidArgument`.
     ///
     /// # Safety
-    /// `input` and `out` must stay allocated and `input` unmodified until `stream` has passed this work; the
-    /// handle's partials must not be in use by another stream's unfinished call.
+    /// `input` and `out` must stay allocated and `input` unmodified until `stream` has passed this work.
+    /// If `stream` is capturing a CUDA graph, the graph uses the handle's scratch each time it runs: it must
+    /// not run after the handle is dropped or its scratch is replaced (by a later call that needs more, or
+    /// a new policy), nor while another call of the handle runs.
     pub unsafe fn sum_async<'s, 'a, 'b>(
         &mut self,
         version: SeedVersion,

@@ -199,6 +199,9 @@ impl DeviceSelect {
     /// # Safety
     /// `input`, `out` and `count` must stay allocated, `input` unmodified and `out`/`count` untouched by
     /// other work, until `stream` has passed this work.
+    /// If `stream` is capturing a CUDA graph, the graph uses the handle's scratch each time it runs: it must
+    /// not run after the handle is dropped or its scratch is replaced (by a later call that needs more, or
+    /// a new policy), nor while another call of the handle runs.
     pub unsafe fn select_if_async<'s, 'a, 'b, T: SelectElement, P: Predicate<T>>(
         &mut self,
         input: impl Into<DeviceView<'a, T>>,

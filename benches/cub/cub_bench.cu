@@ -832,7 +832,8 @@ struct ReadOp : InputOp<float>
 // One flag byte per element of every input copy (the same layout), set where x > kSelectThreshold.
 __global__ void flag_kernel(const float* x, unsigned char* flags, uint64_t total)
 {
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x)
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total;
+       i += uint64_t(gridDim.x) * blockDim.x)
   {
     flags[i] = x[i] > kSelectThreshold ? 1 : 0;
   }

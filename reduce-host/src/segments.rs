@@ -48,7 +48,8 @@ enum Kind<'a> {
 
 impl Segments<'static> {
     /// The `rows` rows of a row-major matrix of `cols` columns whose rows start `stride` elements apart
-    /// (`stride >= cols` when there are two rows or more; the input's first element is row 0's). Row `r` is `input[r · stride ..][..cols]`.
+    /// (`stride >= cols` when there are two rows or more; the input's first element is row 0's). Row `r` is
+    /// `input[r · stride ..][..cols]`.
     pub fn rows(rows: usize, cols: usize, stride: usize) -> Self {
         Segments {
             kind: Kind::Rows {

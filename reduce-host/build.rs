@@ -1,10 +1,11 @@
 //! Builds the kernels ahead of time and embeds them.
 //!
-//! 1. `kernels-gpu` is compiled to PTX by rustc's `nvptx64-nvidia-cuda` backend, once per PTX arch (sm_75,
-//!    sm_80, sm_90), in parallel nested builds run by the pinned nightly (`rustup run <channel> cargo`);
-//!    the rest of this crate builds on any toolchain.
-//! 2. Each PTX is cut into the modules `reduce_contract` lists (`build/split.rs`), and the build fails if
-//!    an entry belongs to no module or a module's kernel is missing.
+//! 1. `kernels-gpu` (with its `builtin` feature, which exports this crate's kernels) is compiled to PTX by
+//!    rustc's `nvptx64-nvidia-cuda` backend, once per PTX arch (sm_75, sm_80, sm_90), in parallel nested
+//!    builds run by the pinned nightly (`rustup run <channel> cargo`), through `reduce-builder`, the
+//!    library that builds users' kernel crates too; the rest of this crate builds on any toolchain.
+//! 2. Each PTX is cut into the modules `reduce_contract` lists (`reduce_builder::ptx`), and the build
+//!    fails if an entry belongs to no module or a module's kernel is missing.
 //! 3. With `ptxas`, every module is compiled to a cubin for sm_75, sm_80, sm_90, sm_100 and sm_120, so a
 //!    GPU of those families loads machine code instead of JIT-compiling PTX. Without it, the build still
 //!    succeeds, embeds PTX only and says what that costs.
@@ -12,11 +13,6 @@
 //!    a generated table, `images.rs` (see `src/images.rs`).
 //!
 //! `DOCS_RS` skips all of it: the docs need no kernels, and a GPU call then reports that none are embedded.
-#[path = "build/split.rs"]
-mod split;
-#[path = "build/toolchain.rs"]
-mod toolchain;
-
 use std::env;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -24,6 +20,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use reduce_builder::ptx::Ptx;
 use reduce_contract::kernels::modules;
 
 /// The PTX each arch's kernels are compiled to (`-Ctarget-cpu=sm_XX`).
@@ -53,17 +50,31 @@ fn main() {
         write_table(&out, &[]);
         return;
     }
-    let Some(sources) = toolchain::KernelSources::locate() else {
+    let manifest =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let kernels = manifest
+        .parent()
+        .expect("the crate has a parent folder")
+        .join("kernels-gpu");
+    if !kernels.join("Cargo.toml").is_file() {
         // A published package: the images were built (and checked against a fresh build) when it was made.
         copy_prebuilt(&out);
         return;
-    };
-    sources.rerun_if_changed();
+    }
+    // The nested builds keep their targets in `<target>/kernels-gpu/sm<arch>`, shared by the debug and the
+    // release build of this crate.
+    let builder = reduce_builder::Builder::new(&kernels)
+        .feature("builtin")
+        .target_dir("kernels-gpu");
+    // kernels-gpu's sources, toolchain pin, and its path dependency reduce-contract.
+    builder.rerun_if_changed();
 
-    let ptx: Vec<(u32, split::Ptx)> = toolchain::build_ptx(&sources, &out, &PTX_ARCHS)
+    let ptx: Vec<(u32, Ptx)> = builder
+        .build_ptx(&out, &PTX_ARCHS)
+        .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
         .map(|(arch, text)| {
-            let parsed = split::Ptx::parse(&text).unwrap_or_else(|e| panic!("sm_{arch} PTX: {e}"));
+            let parsed = Ptx::parse(&text).unwrap_or_else(|e| panic!("sm_{arch} PTX: {e}"));
             check_modules(arch, &parsed);
             (arch, parsed)
         })
@@ -71,7 +82,7 @@ fn main() {
     let ptx_of = |arch: u32| &ptx.iter().find(|(a, _)| *a == arch).expect("built above").1;
 
     let mut images = Vec::new();
-    match toolchain::find_ptxas() {
+    match reduce_builder::find_ptxas() {
         Some(ptxas) => {
             for (gpu, source) in CUBINS {
                 images.push(Image {
@@ -98,7 +109,7 @@ fn main() {
 }
 
 /// Every `.entry` belongs to exactly one module, and every module's kernels are there.
-fn check_modules(arch: u32, ptx: &split::Ptx) {
+fn check_modules(arch: u32, ptx: &Ptx) {
     let listed: Vec<&str> = modules()
         .flat_map(|m| m.kernels.iter().map(|k| k.to_str().expect("ASCII names")))
         .collect();
@@ -124,7 +135,7 @@ struct Image {
     modules: Vec<Vec<u8>>,
 }
 
-fn ptx_image(arch: u32, ptx: &split::Ptx) -> Image {
+fn ptx_image(arch: u32, ptx: &Ptx) -> Image {
     let modules = modules()
         .map(|m| {
             let mut text = piece(ptx, m).into_bytes();
@@ -139,7 +150,7 @@ fn ptx_image(arch: u32, ptx: &split::Ptx) -> Image {
     }
 }
 
-fn piece(ptx: &split::Ptx, m: &reduce_contract::ModuleSpec) -> String {
+fn piece(ptx: &Ptx, m: &reduce_contract::ModuleSpec) -> String {
     let names: Vec<&str> = m
         .kernels
         .iter()
@@ -150,7 +161,7 @@ fn piece(ptx: &split::Ptx, m: &reduce_contract::ModuleSpec) -> String {
 }
 
 /// Assembles every module of `ptx` into a cubin for sm_`gpu`, on all cores.
-fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &split::Ptx, out: &Path) -> Vec<Vec<u8>> {
+fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<Vec<u8>> {
     let dir = out.join(format!("cubin-sm{gpu}"));
     std::fs::create_dir_all(&dir).expect("create the cubin folder");
     let specs: Vec<_> = modules().collect();

@@ -12,6 +12,10 @@
 //   argmax_f32, argmin_f32      cub::DeviceReduce::ArgMax / ArgMin (CCCL 3 API with separate
 //                               value and int64 index outputs)
 //   sum_f16, sum_bf16           cub::DeviceReduce::TransformReduce, half -> float, f32 accumulator
+//   absmax_f32                  cub::DeviceReduce::TransformReduce, |x| and a NaN-propagating max
+//   sum_squares_f32             cub::DeviceReduce::TransformReduce, x * x and plus, f32 accumulator
+//   welford_f32                 cub::DeviceReduce::TransformReduce, x -> {n, mean, M2} in double, Chan's merge
+//                               (the custom-op example's AbsMax, SumSquares and Welford; benches/custom.rs)
 //   histogram_f32_uniform       cub::DeviceHistogram::HistogramEven, 256 bins over [0,1)
 //   histogram_f32_skewed        same, ~90% of the samples fall into one bin
 //   select_if_f32               cub::DeviceSelect::If with predicate x > 0.5f
@@ -49,7 +53,9 @@
 //     not host launch overhead.
 //   * Correctness: after timing, the output of the last timed launch is checked against a CPU
 //     reference computed in double on the copy that launch read (sum f32: |gpu-ref| <= 1e-5 *
-//     sum|x| + 1e-6; f16/bf16: 1e-3 relative; max/min/argmax/argmin/histogram/select: exact).
+//     sum|x| + 1e-6; f16/bf16: 1e-3 relative; max/min/argmax/argmin/histogram/select: exact;
+//     absmax: exact; sum_squares: 1e-5 * sum x^2 + 1e-6; welford: count exact, mean and variance 1e-9
+//     relative to a two-pass double reference).
 
 #include <cub/cub.cuh>
 #include <cuda_bf16.h>
@@ -652,6 +658,172 @@ struct HalfSumOp : InputOp<H>
   }
 };
 
+// absmax_f32 / sum_squares_f32 / welford_f32: the user operators of benches/custom.rs (the custom-op example's
+// AbsMax, SumSquares and Welford) as a CUB user writes them: cub::DeviceReduce::TransformReduce of a map of
+// each element and a combine of two accumulators.
+struct AbsF32
+{
+  __host__ __device__ float operator()(float x) const
+  {
+    return fabsf(x);
+  }
+};
+
+// The larger magnitude; a NaN on either side gives NaN (AbsMax::combine).
+struct AbsMaxCombine
+{
+  __host__ __device__ float operator()(float a, float b) const
+  {
+    return (a > b || a != a) ? a : b;
+  }
+};
+
+struct SquareF32
+{
+  __host__ __device__ float operator()(float x) const
+  {
+    return x * x;
+  }
+};
+
+// Welford's accumulator in double, as the custom-op example's Moments: count, mean, sum of squared deviations.
+struct Moments
+{
+  double n;
+  double mean;
+  double m2;
+};
+
+struct LiftMoments
+{
+  __host__ __device__ Moments operator()(float x) const
+  {
+    return Moments{1.0, static_cast<double>(x), 0.0};
+  }
+};
+
+// Chan's merge; an empty side returns the other (Welford::combine).
+struct ChanMerge
+{
+  __host__ __device__ Moments operator()(const Moments& a, const Moments& b) const
+  {
+    if (b.n == 0.0)
+    {
+      return a;
+    }
+    if (a.n == 0.0)
+    {
+      return b;
+    }
+    const double n     = a.n + b.n;
+    const double delta = b.mean - a.mean;
+    const double f     = b.n / n;
+    return Moments{n, a.mean + delta * f, a.m2 + b.m2 + delta * delta * a.n * f};
+  }
+};
+
+// absmax_f32: max |x| (exact check).
+struct AbsMaxOp : InputOp<float>
+{
+  DeviceArray<float> out;
+  void alloc_outputs(const Gpu&) override
+  {
+    out.alloc(1);
+  }
+  cudaError_t run(void* t, size_t& b, const float* d_in, cudaStream_t s) override
+  {
+    return cub::DeviceReduce::TransformReduce(
+      t, b, d_in, out.get(), static_cast<int>(n), AbsMaxCombine{}, AbsF32{}, 0.0f, s);
+  }
+  bool check(int copy) override
+  {
+    const std::vector<float> x = in.download(copy);
+    float ref                  = 0.0f;
+    for (float v : x)
+    {
+      ref = AbsMaxCombine{}(ref, std::fabs(v));
+    }
+    const float got = out.download_one();
+    if (got != ref)
+    {
+      std::fprintf(stderr, "absmax mismatch: gpu=%.9g ref=%.9g\n", double(got), double(ref));
+    }
+    return got == ref;
+  }
+};
+
+// sum_squares_f32: sum x^2 in float (|gpu-ref| <= 1e-5 * sum x^2 + 1e-6, the reference in double).
+struct SumSquaresOp : InputOp<float>
+{
+  DeviceArray<float> out;
+  void alloc_outputs(const Gpu&) override
+  {
+    out.alloc(1);
+  }
+  cudaError_t run(void* t, size_t& b, const float* d_in, cudaStream_t s) override
+  {
+    return cub::DeviceReduce::TransformReduce(
+      t, b, d_in, out.get(), static_cast<int>(n), ::cuda::std::plus<float>{}, SquareF32{}, 0.0f, s);
+  }
+  bool check(int copy) override
+  {
+    double ref = 0.0;
+    for (float v : in.download(copy))
+    {
+      ref += double(v) * double(v);
+    }
+    const float got = out.download_one();
+    const bool ok   = std::fabs(double(got) - ref) <= 1e-5 * ref + 1e-6;
+    if (!ok)
+    {
+      std::fprintf(stderr, "sum of squares mismatch: gpu=%.9g ref=%.9g\n", double(got), ref);
+    }
+    return ok;
+  }
+};
+
+// welford_f32: {n, mean, M2} in double, Chan's merge; mean and population variance within 1e-9 (relative) of a
+// two-pass double reference, the count exact.
+struct WelfordOp : InputOp<float>
+{
+  DeviceArray<Moments> out;
+  void alloc_outputs(const Gpu&) override
+  {
+    out.alloc(1);
+  }
+  cudaError_t run(void* t, size_t& b, const float* d_in, cudaStream_t s) override
+  {
+    return cub::DeviceReduce::TransformReduce(
+      t, b, d_in, out.get(), static_cast<int>(n), ChanMerge{}, LiftMoments{}, Moments{0.0, 0.0, 0.0}, s);
+  }
+  bool check(int copy) override
+  {
+    const std::vector<float> x = in.download(copy);
+    double sum                 = 0.0;
+    for (float v : x)
+    {
+      sum += v;
+    }
+    const double mean = sum / double(x.size());
+    double m2         = 0.0;
+    for (float v : x)
+    {
+      m2 += (double(v) - mean) * (double(v) - mean);
+    }
+    const double var = m2 / double(x.size());
+    const Moments g  = out.download_one();
+    const double gv  = g.m2 / g.n;
+    const bool ok    = g.n == double(x.size()) && std::fabs(g.mean - mean) <= 1e-9 * std::fabs(mean)
+                   && std::fabs(gv - var) <= 1e-9 * std::fabs(var);
+    if (!ok)
+    {
+      std::fprintf(stderr, "welford mismatch: gpu n=%.17g mean=%.17g var=%.17g ref n=%zu mean=%.17g var=%.17g\n",
+                   g.n, g.mean, gv, x.size(), mean, var);
+    }
+    return ok;
+  }
+};
+
 // histogram_f32_uniform / histogram_f32_skewed: 256 even bins over [0,1)
 struct HistogramOp : InputOp<float>
 {
@@ -875,6 +1047,9 @@ std::unique_ptr<Op> make_op(const std::string& name)
   if (name == "argmin_f32") return std::make_unique<ArgExtremumOp>(false);
   if (name == "sum_f16") return std::make_unique<HalfSumOp<__half>>();
   if (name == "sum_bf16") return std::make_unique<HalfSumOp<__nv_bfloat16>>();
+  if (name == "absmax_f32") return std::make_unique<AbsMaxOp>();
+  if (name == "sum_squares_f32") return std::make_unique<SumSquaresOp>();
+  if (name == "welford_f32") return std::make_unique<WelfordOp>();
   if (name == "histogram_f32_uniform") return std::make_unique<HistogramOp>(false);
   if (name == "histogram_f32_skewed") return std::make_unique<HistogramOp>(true);
   if (name == "select_if_f32") return std::make_unique<SelectIfOp>();
@@ -1130,6 +1305,7 @@ void usage()
   std::fprintf(stderr,
                "usage: cub_bench <op> <n> [<n> ...]\n"
                "ops: sum_f32 blocking_sum_f32 sum_f32_gpu_to_gpu (CCCL >= 3.6) max_f32 min_f32 argmax_f32 argmin_f32 sum_f16 sum_bf16\n"
+               "     absmax_f32 sum_squares_f32 welford_f32\n"
                "     histogram_f32_uniform histogram_f32_skewed select_if_f32 memcpy_d2d read_f32\n");
 }
 

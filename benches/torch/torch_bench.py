@@ -1,11 +1,13 @@
 """PyTorch comparator for the histogram and select benchmarks (run by `cargo bench` when python3 with a CUDA
 build of torch is on the PATH).
 
-Usage: torch_bench.py <op> <n> [<n> ...] with op one of histc_uniform, histc_skewed, masked_select;
+Usage: torch_bench.py <op> <n> [<n> ...] with op one of histc_uniform, histc_skewed, masked_select,
+abs_max (`x.abs().max()`), sum_squares (`(x * x).sum()`), var_mean (`torch.var_mean(x, correction=0)`);
 or torch_bench.py <op> <shape> [<shape> ...] with op rows_sum or rows_argmax (`x.sum(dim=1)`,
 `x.argmax(dim=1)` of a rows × cols float matrix, shape `<rows>x<cols>`) or ragged_sum
 (`torch.segment_reduce` over `ragged<count>`: count segments of lengths splitmix64(i) % 10001, as
-benches/segmented.rs and cub_segmented.cu build them).
+benches/segmented.rs and cub_segmented.cu build them), or rows_var_mean_bf16 (`torch.var_mean(x, dim=1,
+correction=0)` of a rows × cols bfloat16 matrix: benches/custom.rs).
 Prints one line per n or shape: torch,<op>,<n or shape>,<median_us>,<gbps>. Method as the CUB comparator: inputs random,
 rotated over copies totalling >= 3x L2, CUDA events around each call, warm-up, median of >= 21 samples.
 GB/s counts the input bytes read (masked_select: input + mask... only the f32 input, as for ours).
@@ -34,6 +36,9 @@ def segmented_inputs(op, shape, copies):
         n = int(lengths.sum())
         return [torch.rand(n, device="cuda", generator=g) for _ in range(copies)], n, lengths
     rows, cols = (int(v) for v in shape.split("x"))
+    if op.endswith("_bf16"):
+        xs = [torch.rand(rows, cols, device="cuda", generator=g).to(torch.bfloat16) for _ in range(copies)]
+        return xs, rows * cols, None
     return [torch.rand(rows, cols, device="cuda", generator=g) for _ in range(copies)], rows * cols, None
 
 
@@ -44,6 +49,8 @@ def run_segmented(op, x, extra):
         return x.argmax(dim=1)
     if op == "ragged_sum":
         return torch.segment_reduce(x, "sum", lengths=extra)
+    if op == "rows_var_mean_bf16":
+        return torch.var_mean(x, dim=1, correction=0)
     raise SystemExit(f"unknown op {op}")
 
 
@@ -64,6 +71,12 @@ def run(op, x):
         return torch.histc(x, bins=256, min=0.0, max=1.0)
     if op == "masked_select":
         return torch.masked_select(x, x > 0.5)
+    if op == "abs_max":
+        return x.abs().max()
+    if op == "sum_squares":
+        return (x * x).sum()
+    if op == "var_mean":
+        return torch.var_mean(x, correction=0)
     raise SystemExit(f"unknown op {op}")
 
 
@@ -86,16 +99,17 @@ def time_calls(call, copies, n):
 
 
 def main_segmented(op, shapes, l2):
+    elem = 2 if op.endswith("_bf16") else 4  # bytes per element of the input
     for shape in shapes:
         if shape.startswith("ragged"):
             n = sum(splitmix64(i) % 10001 for i in range(int(shape[len("ragged"):])))
         else:
             rows, cols = (int(v) for v in shape.split("x"))
             n = rows * cols
-        copies = max(1, min(64, -(-3 * l2 // (4 * n))))
+        copies = max(1, min(64, -(-3 * l2 // (elem * n))))
         xs, n, extra = segmented_inputs(op, shape, copies)
         us = time_calls(lambda k: run_segmented(op, xs[k], extra), copies, n)
-        print(f"torch,{op},{shape},{us:.3f},{n * 4 / us / 1e3:.3f}", flush=True)
+        print(f"torch,{op},{shape},{us:.3f},{n * elem / us / 1e3:.3f}", flush=True)
         del xs
 
 

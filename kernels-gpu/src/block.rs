@@ -1,7 +1,7 @@
 //! Block reduction: each warp reduces by shuffle, lane 0 of each warp parks its value in shared memory, one
 //! barrier, then warp 0 reduces the parked values by shuffle again.
 use crate::arch::{self, lane_id, warp_id};
-use crate::op::ReduceOp;
+use crate::op::DeviceOp;
 use crate::warp::{self, FULL_MASK};
 
 /// Reduces one value per thread of the block with `Op`.
@@ -16,7 +16,7 @@ use crate::warp::{self, FULL_MASK};
 /// Every thread of the block must call this (it holds a barrier); `blockDim.x` must be a multiple of 32 and
 /// at most 1024, and the launch must provide the shared memory above.
 #[inline(always)]
-pub unsafe fn reduce<Op: ReduceOp>(v: Op::Acc) -> Op::Acc {
+pub unsafe fn reduce<Op: DeviceOp>(v: Op::Acc) -> Op::Acc {
     // SAFETY: all 32 lanes of every warp are here (whole warps, converged).
     let v = unsafe { warp::reduce::<Op>(v, 32, FULL_MASK) };
     // SAFETY: the caller provides 32 slots of `Op::Acc`.

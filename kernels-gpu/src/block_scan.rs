@@ -1,7 +1,7 @@
 //! Block-wide exclusive scan: each warp scans by shuffle, the warp totals go through shared memory, warp 0
 //! scans them, and every thread adds its warp's offset. Two barriers.
 use crate::arch::{self, lane_id, warp_id};
-use crate::op::ReduceOp;
+use crate::op::DeviceOp;
 use crate::tile::Tile;
 
 /// Shared-memory slots the scan uses: one per warp, plus the block total.
@@ -19,7 +19,7 @@ pub const SLOTS: usize = 33;
 /// Every thread of the block must call this (it holds barriers); `blockDim.x` must be a multiple of 32 and
 /// at most 1024, and the launch must provide the shared memory above.
 #[inline(always)]
-pub unsafe fn exclusive_scan<Op: ReduceOp>(v: Op::Acc) -> (Op::Acc, Op::Acc) {
+pub unsafe fn exclusive_scan<Op: DeviceOp>(v: Op::Acc) -> (Op::Acc, Op::Acc) {
     let warp = Tile::<32>::new();
     // SAFETY: whole warps, converged: every lane of every warp is here.
     let (in_warp, warp_total) = unsafe { warp.scan::<Op>(v) };

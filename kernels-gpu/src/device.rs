@@ -10,7 +10,7 @@
 //!   results depend on the order the blocks arrive in, so they are not reproducible.
 use crate::arch::{self, AtomicAdd};
 use crate::block;
-use crate::op::ReduceOp;
+use crate::op::DeviceOp;
 use crate::thread::{self, Vectorize};
 use reduce_contract::layout::LAST_BLOCK_FLAG_OFFSET;
 
@@ -19,7 +19,7 @@ use reduce_contract::layout::LAST_BLOCK_FLAG_OFFSET;
 /// # Safety
 /// As [`thread::reduce`] and [`block::reduce`]; called by every thread of the block.
 #[inline(always)]
-unsafe fn block_partial<Op: ReduceOp>(input: *const Op::In, n: u64) -> Op::Acc
+unsafe fn block_partial<Op: DeviceOp>(input: *const Op::In, n: u64) -> Op::Acc
 where
     Op::In: Vectorize,
 {
@@ -36,7 +36,7 @@ where
 /// # Safety
 /// Called by every thread of the block; `load(i)` must be valid for `i < count`.
 #[inline(always)]
-unsafe fn block_over<Op: ReduceOp>(count: u64, load: impl Fn(u64) -> Op::Acc) -> Op::Acc {
+unsafe fn block_over<Op: DeviceOp>(count: u64, load: impl Fn(u64) -> Op::Acc) -> Op::Acc {
     let mut acc = Op::identity();
     let mut i = arch::thread_idx() as u64;
     while i < count {
@@ -53,7 +53,7 @@ unsafe fn block_over<Op: ReduceOp>(count: u64, load: impl Fn(u64) -> Op::Acc) ->
 /// # Safety
 /// `input` valid for `n` reads; `partials` valid for `gridDim.x` writes.
 #[inline(always)]
-pub unsafe fn partials<Op: ReduceOp>(input: *const Op::In, n: u64, partials: *mut Op::Acc)
+pub unsafe fn partials<Op: DeviceOp>(input: *const Op::In, n: u64, partials: *mut Op::Acc)
 where
     Op::In: Vectorize,
 {
@@ -78,7 +78,7 @@ where
 /// # Safety
 /// `partials` valid for `count` reads, `out` for one write; one block.
 #[inline(always)]
-pub unsafe fn finalize<Op: ReduceOp>(partials: *const Op::Acc, count: u64, out: *mut Op::Acc) {
+pub unsafe fn finalize<Op: DeviceOp>(partials: *const Op::Acc, count: u64, out: *mut Op::Acc) {
     // Launched as a programmatic dependent of `partials`, this block may be running before the partials
     // are written: nothing is read or written before the first pass has completed. The next kernel on the
     // stream may start meanwhile, as after `partials`.
@@ -101,7 +101,7 @@ pub unsafe fn finalize<Op: ReduceOp>(partials: *const Op::Acc, count: u64, out: 
 /// `input` valid for `n` reads, `partials` for `gridDim.x` elements, `out` for one write, `ticket` a valid
 /// `u32` that no other kernel uses concurrently, zero at launch (every completed launch leaves it so).
 #[inline(always)]
-pub unsafe fn last_block<Op: ReduceOp>(
+pub unsafe fn last_block<Op: DeviceOp>(
     input: *const Op::In,
     n: u64,
     partials: *mut Op::Acc,
@@ -149,7 +149,7 @@ pub unsafe fn last_block<Op: ReduceOp>(
 /// # Safety
 /// `input` valid for `n` reads; `out` a valid global accumulator.
 #[inline(always)]
-pub unsafe fn atomic<Op: ReduceOp>(input: *const Op::In, n: u64, out: *mut Op::Acc)
+pub unsafe fn atomic<Op: DeviceOp>(input: *const Op::In, n: u64, out: *mut Op::Acc)
 where
     Op::In: Vectorize,
     Op::Acc: AtomicAdd,

@@ -8,12 +8,7 @@
 //! in 64-bit integers (wrapping) for the integers; max/min/argmax/argmin keep the element type.
 use reduce_contract::kernel_name;
 
-/// The element types by their kernel-name spelling.
-#[allow(non_camel_case_types)]
-mod elem {
-    pub use crate::half::{BF16 as bf16, F16 as f16};
-    pub use core::primitive::{f32, f64, i32, i64, u8, u32, u64};
-}
+use crate::custom::elem;
 
 /// The operator type of a kernel-name operator.
 macro_rules! op_type {
@@ -44,9 +39,9 @@ macro_rules! reduce_kernels {
     ($($op:ident $ty:ident),* $(,)?) => {$(
         mod ${concat($op, _, $ty)} {
             use super::*;
-            use crate::op::ReduceOp;
+            use crate::op::DeviceOp;
             type Op = op_type!($op elem::$ty);
-            type Params = reduce_contract::params::ReduceParams<<Op as ReduceOp>::In, <Op as ReduceOp>::Acc>;
+            type Params = reduce_contract::params::ReduceParams<<Op as DeviceOp>::In, <Op as DeviceOp>::Acc>;
 
             /// # Safety
             /// See [`crate::device::partials`].

@@ -81,3 +81,24 @@ half_float! {
     F16: 0xfc00, 0x7c00;
     BF16: 0xff80, 0x7f80;
 }
+
+/// The contract's element names and widening, so an operator generic over its element (one definition for
+/// the host and the device) reads these types on the device.
+macro_rules! contract_float {
+    ($($t:ident: $name:literal),*) => {$(
+        impl reduce_contract::op::Element for $t {
+            const NAME: &'static str = $name;
+        }
+        impl reduce_contract::op::Float for $t {
+            #[inline(always)]
+            fn to_f32(self) -> f32 {
+                $t::to_f32(self)
+            }
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                $t::to_f32(self) as f64
+            }
+        }
+    )*};
+}
+contract_float!(F16: "f16", BF16: "bf16");

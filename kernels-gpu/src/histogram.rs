@@ -330,6 +330,7 @@ where
 
 /// Exports the even-bin kernels of each sample type, `histogram_{shared,global}_<sample>_<counter>` for
 /// `u32` and `u64` counters, taking `HistogramParams` (see [`Even`] and [`SharedCounters`]).
+#[cfg(feature = "builtin")]
 macro_rules! even_kernels {
     ($($sample:ident),* $(,)?) => {$(
         mod ${concat(sample_, $sample)} {
@@ -367,6 +368,7 @@ macro_rules! even_kernels {
 }
 
 /// Exports the 256-bin byte histogram for each counter type as `histogram_bytes_<counter>`.
+#[cfg(feature = "builtin")]
 macro_rules! byte_kernels {
     ($($c:ident),*) => {$(
         /// # Safety
@@ -380,6 +382,7 @@ macro_rules! byte_kernels {
     )*};
 }
 
+#[cfg(feature = "builtin")]
 #[allow(non_snake_case)]
 mod entry {
     use super::*;

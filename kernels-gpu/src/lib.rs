@@ -7,6 +7,7 @@
 //! | [`arch`] | thread/block/grid indices, barriers, dynamic shared memory, fences, atomics, vector loads |
 //! | [`shuffle`] | `shfl.sync` on words, and [`Shuffle`](shuffle::Shuffle): any value crossing lanes word by word |
 //! | [`half`] | f16/bf16 as bit patterns with exact widening to f32 |
+//! | [`custom`] | a user's [`ReduceOp`] in the generic kernels, and [`export_reduce!`], which exports them |
 //! | [`op`] | the reduction operators (`Sum`, `Max`, `Min`, `ArgMax`, `ArgMin`) as types |
 //! | [`warp`] | votes, lane masks and the warp reduction over any operator |
 //! | [`tile`] | cooperative-groups style tiles of 32/16/8/4 lanes: shuffles, votes, reduce, scans |
@@ -29,56 +30,29 @@
 //! and at least [`SMEM_BYTES`] bytes of dynamic shared memory; the host crate guarantees all three.
 #![no_std]
 #![feature(
-    abi_ptx,
     float_minimum_maximum,
-    macro_metavar_expr_concat,
     core_intrinsics,
     asm_experimental_arch,
     stdarch_nvptx,
     gpu_intrinsics,
     gpu_launch_sized_workgroup_mem
 )]
+// The entries (the `ptx-kernel` ABI, and names joined by `${concat}`) are only there with `builtin`.
+#![cfg_attr(feature = "builtin", feature(abi_ptx, macro_metavar_expr_concat))]
 #![allow(internal_features)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-/// Runs `$body` once per listed constant, bound to `$i`: a loop unrolled in the source. LLVM leaves long
-/// bodies rolled (64 lanes of an argmax run on u8, 32 of an f16 max with its conversions), and a rolled loop
-/// that indexes a local array puts the array in local memory.
-macro_rules! unroll {
-    ($i:ident in [$($v:literal),*] $body:block) => {$({
-        const $i: usize = $v;
-        $body
-    })*};
-}
-
-/// Runs `$body` for every constant `$i` in 0..64 below `$len` (a constant after inlining), unrolled.
-macro_rules! each_index {
-    ($i:ident < $len:expr, $body:block) => {
-        unroll!($i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-            25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50,
-            51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63] {
-            if $i < $len $body
-        })
-    };
-}
-
-/// Pairwise reduction of `$tree[0..$len]` into `$tree[0]` with `$f` ($len a power of two ≤ 64), unrolled.
-macro_rules! pairwise_tree {
-    ($tree:ident, $len:expr, $f:expr) => {
-        unroll!(W in [32, 16, 8, 4, 2, 1] {
-            if W < $len {
-                each_index!(J < W, {
-                    $tree[J] = $f($tree[J], $tree[J + W]);
-                });
-            }
-        });
-    };
-}
+// `unroll!`, `each_index!` and `pairwise_tree!`: the source-unrolled loops, shared with the contract's
+// default `ReduceOp::fold_run`.
+#[macro_use]
+extern crate reduce_contract;
 
 pub mod arch;
 pub mod block;
 pub mod block_scan;
+pub mod custom;
 pub mod device;
+#[cfg(feature = "builtin")]
 pub mod entry;
 pub mod half;
 pub mod histogram;
@@ -92,13 +66,25 @@ pub mod shuffle;
 pub mod softmax;
 pub mod thread;
 pub mod tile;
+#[cfg(feature = "builtin")]
 pub mod tile_tests;
+#[cfg(feature = "builtin")]
 pub mod util;
 pub mod warp;
 
 /// Dynamic shared memory every reduction kernel needs: 32 warp slots of the largest accumulator (16 bytes)
 /// plus room for a block-wide flag. The host launches every kernel with at least this much.
 pub use reduce_contract::layout::SMEM_BYTES;
+
+/// The operator a user brings, from the contract shared with the host.
+pub use reduce_contract::op::{Element, Float, Pod, ReduceOp};
+
+/// What `export_reduce!` expands to refers to, through this crate (a kernel crate need not depend on
+/// `reduce-contract` itself).
+#[doc(hidden)]
+pub mod __reexport {
+    pub use reduce_contract::{op, params};
+}
 
 #[cfg(target_arch = "nvptx64")]
 #[panic_handler]

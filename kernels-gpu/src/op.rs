@@ -2,7 +2,7 @@
 //!
 //! An operator names its input element, its accumulator, the identity and the combine step. The law every
 //! operator obeys: `combine(identity(), x) == combine(x, identity()) == x` for every accumulator `x` that
-//! [`ReduceOp::lift`] can produce, and `combine` is associative up to floating-point rounding. The kernels
+//! [`DeviceOp::lift`] can produce, and `combine` is associative up to floating-point rounding. The kernels
 //! write the accumulator itself as the result, so the host reads back an `Acc`.
 use core::marker::PhantomData;
 
@@ -11,7 +11,7 @@ use crate::shuffle::{Shuffle, shfl_idx, shfl_xor};
 use crate::warp;
 
 /// A reduction operator.
-pub trait ReduceOp {
+pub trait DeviceOp {
     /// Element type read from memory.
     type In: Copy;
     /// Running value; also the type of the result.
@@ -226,7 +226,7 @@ impl Direction for Least {
 /// Sum of `T`, accumulated in [`SumElement::Acc`].
 pub struct Sum<T>(PhantomData<T>);
 
-impl<T: SumElement> ReduceOp for Sum<T> {
+impl<T: SumElement> DeviceOp for Sum<T> {
     type In = T;
     type Acc = T::Acc;
     #[inline(always)]
@@ -247,7 +247,7 @@ impl<T: SumElement> ReduceOp for Sum<T> {
 /// [`Sum`] would widen the accumulator.
 pub struct Plus<T>(PhantomData<T>);
 
-impl<T: Accumulator> ReduceOp for Plus<T> {
+impl<T: Accumulator> DeviceOp for Plus<T> {
     type In = T;
     type Acc = T;
     #[inline(always)]
@@ -271,7 +271,7 @@ pub type Max<T> = Extreme<T, Greatest>;
 /// Least element.
 pub type Min<T> = Extreme<T, Least>;
 
-impl<T: OrdElement, D: Direction> ReduceOp for Extreme<T, D> {
+impl<T: OrdElement, D: Direction> DeviceOp for Extreme<T, D> {
     type In = T;
     type Acc = T;
     #[inline(always)]
@@ -328,7 +328,7 @@ pub type ArgMax<T> = ArgExtreme<T, Greatest>;
 /// Index of the least element (first one on ties; first NaN if any).
 pub type ArgMin<T> = ArgExtreme<T, Least>;
 
-impl<T: OrdElement, D: Direction> ReduceOp for ArgExtreme<T, D> {
+impl<T: OrdElement, D: Direction> DeviceOp for ArgExtreme<T, D> {
     type In = T;
     type Acc = Indexed<T>;
     /// The worst value at index `u64::MAX`, so any real element beats or ties it and wins on index.

@@ -19,7 +19,7 @@
 //! read; it reduces as empty and sets the error word, which the host turns into an error.
 use crate::arch::{self, Vec16};
 use crate::block;
-use crate::op::ReduceOp;
+use crate::op::DeviceOp;
 use crate::thread::Vectorize;
 use crate::warp::{self, FULL_MASK};
 use reduce_contract::layout::LANE_ROWS;
@@ -36,7 +36,7 @@ pub(crate) struct Segment<T> {
 }
 
 /// The parameters of an operator's kernels.
-pub type Params<Op> = SegmentedParams<<Op as ReduceOp>::In, <Op as ReduceOp>::Acc>;
+pub type Params<Op> = SegmentedParams<<Op as DeviceOp>::In, <Op as DeviceOp>::Acc>;
 
 /// Segment `s` of `p`: row `s`, or `begin[s] .. end[s]` when that lies in `input[0..n]`, else an empty
 /// segment and the error word set.
@@ -72,7 +72,7 @@ pub(crate) unsafe fn segment<In, Acc, P>(p: &SegmentedParams<In, Acc, P>, s: u64
 /// # Safety
 /// `seg` must be valid for reads of `len` elements.
 #[inline(always)]
-unsafe fn fold_chunks<Op: ReduceOp>(
+unsafe fn fold_chunks<Op: DeviceOp>(
     seg: Segment<Op::In>,
     first: u64,
     stop: u64,
@@ -104,7 +104,7 @@ where
 /// # Safety
 /// As [`fold_chunks`]; `load(p)` must be valid for a whole chunk at `p` inside the segment.
 #[inline(always)]
-unsafe fn fold_with<Op: ReduceOp>(
+unsafe fn fold_with<Op: DeviceOp>(
     seg: Segment<Op::In>,
     first: u64,
     stop: u64,
@@ -167,7 +167,7 @@ where
 /// The host's launch contract: valid buffers for `p` (see [`SegmentedParams`]), `width` a power of two in
 /// 1..=32, whole warps.
 #[inline(always)]
-pub unsafe fn tile<Op: ReduceOp>(p: Params<Op>)
+pub unsafe fn tile<Op: DeviceOp>(p: Params<Op>)
 where
     Op::In: Vectorize,
 {
@@ -212,7 +212,7 @@ where
 /// # Safety
 /// As [`tile`], with `begin` null and every row inside the input.
 #[inline(always)]
-pub unsafe fn rows<Op: ReduceOp>(p: Params<Op>)
+pub unsafe fn rows<Op: DeviceOp>(p: Params<Op>)
 where
     Op::In: Vectorize,
 {
@@ -278,7 +278,7 @@ where
 /// As [`tile`]; every thread of the block runs it, with the block reduction's shared memory; `partials`
 /// valid for `count · pieces` writes; rows only when `pieces > 1` (`pieces` per segment is one number).
 #[inline(always)]
-pub unsafe fn block<Op: ReduceOp>(p: Params<Op>)
+pub unsafe fn block<Op: DeviceOp>(p: Params<Op>)
 where
     Op::In: Vectorize,
 {
@@ -316,7 +316,7 @@ where
 /// `partials` valid for `count · pieces` reads (written by [`block`] before), `out` for `count` writes;
 /// every thread of the block runs it, with the block reduction's shared memory.
 #[inline(always)]
-pub unsafe fn combine<Op: ReduceOp>(p: Params<Op>) {
+pub unsafe fn combine<Op: DeviceOp>(p: Params<Op>) {
     let pieces = p.pieces as u64;
     let (t, threads) = (arch::thread_idx() as u64, arch::block_dim() as u64);
     let mut s = arch::block_idx() as u64;

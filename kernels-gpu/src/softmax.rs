@@ -17,7 +17,7 @@ use core::arch::asm;
 use core::marker::PhantomData;
 
 use crate::half::{BF16, F16};
-use crate::op::{OrdElement, ReduceOp};
+use crate::op::{DeviceOp, OrdElement};
 use crate::shuffle::Shuffle;
 pub use reduce_contract::SoftmaxStats;
 
@@ -90,7 +90,7 @@ const NAN_STATS: SoftmaxStats = SoftmaxStats {
 /// The softmax statistics of `T` rows.
 pub struct Softmax<T>(PhantomData<T>);
 
-impl<T: SoftmaxElement> ReduceOp for Softmax<T> {
+impl<T: SoftmaxElement> DeviceOp for Softmax<T> {
     type In = T;
     type Acc = SoftmaxStats;
 

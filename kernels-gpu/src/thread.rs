@@ -2,7 +2,7 @@
 //! head and the ragged tail handled element by element, so any sub-slice offset and any length is correct.
 use crate::arch::{self, Vec16};
 use crate::half::{BF16, F16};
-use crate::op::ReduceOp;
+use crate::op::DeviceOp;
 
 /// Element types that come in 16-byte vectors.
 pub trait Vectorize: Copy {
@@ -38,18 +38,18 @@ macro_rules! vectorize {
 vectorize!(f32, f64, F16, BF16, u8, u32, i32, u64, i64);
 
 /// Vectors each thread loads before it combines any: enough bytes in flight per thread to cover latency.
-/// Runs of `UNROLL * LANES` elements go to [`ReduceOp::fold_run`], which takes at most 64.
+/// Runs of `UNROLL * LANES` elements go to [`DeviceOp::fold_run`], which takes at most 64.
 pub use reduce_contract::layout::UNROLL;
 
 /// Reduces this thread's grid-stride share of `input[0..n]`; thread `t` of `threads` takes vectors
-/// `t, t + threads, …`. Indices given to [`ReduceOp::lift`] are positions in `input`.
+/// `t, t + threads, …`. Indices given to [`DeviceOp::lift`] are positions in `input`.
 ///
 /// The partition depends only on `n`, `threads` and the address of `input`, so a sum is bitwise repeatable.
 ///
 /// # Safety
 /// `input` must be valid for reads of `n` elements, aligned to its element, and unmodified during the kernel.
 #[inline(always)]
-pub unsafe fn reduce<Op: ReduceOp>(input: *const Op::In, n: u64, t: u64, threads: u64) -> Op::Acc
+pub unsafe fn reduce<Op: DeviceOp>(input: *const Op::In, n: u64, t: u64, threads: u64) -> Op::Acc
 where
     Op::In: Vectorize,
 {

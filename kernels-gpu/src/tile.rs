@@ -11,7 +11,7 @@
 //! together); lanes of other tiles need not take part. What "converged" rules out is a branch that only
 //! some lanes of the tile take around the call.
 use crate::arch;
-use crate::op::ReduceOp;
+use crate::op::DeviceOp;
 use crate::shuffle::{self, Shuffle};
 use crate::warp;
 
@@ -165,7 +165,7 @@ impl<const W: u32> Tile<W> {
     /// # Safety
     /// Every lane of the tile must call this converged (see the module docs).
     #[inline(always)]
-    pub unsafe fn reduce<Op: ReduceOp>(self, v: Op::Acc) -> Op::Acc {
+    pub unsafe fn reduce<Op: DeviceOp>(self, v: Op::Acc) -> Op::Acc {
         // SAFETY: converged per the caller; the mask covers exactly this tile's segment.
         unsafe { warp::reduce::<Op>(v, W, self.mask) }
     }
@@ -179,7 +179,7 @@ impl<const W: u32> Tile<W> {
     /// # Safety
     /// Every lane of the tile must call this converged (see the module docs).
     #[inline(always)]
-    pub unsafe fn all_reduce<Op: ReduceOp>(self, v: Op::Acc) -> Op::Acc {
+    pub unsafe fn all_reduce<Op: DeviceOp>(self, v: Op::Acc) -> Op::Acc {
         // SAFETY: converged per the caller; the mask covers exactly this tile's segment.
         unsafe { warp::all_reduce::<Op>(v, W, self.mask) }
     }
@@ -192,7 +192,7 @@ impl<const W: u32> Tile<W> {
     /// # Safety
     /// Every lane of the tile must call this converged (see the module docs).
     #[inline(always)]
-    pub unsafe fn inclusive_scan<Op: ReduceOp>(self, mut v: Op::Acc) -> Op::Acc {
+    pub unsafe fn inclusive_scan<Op: DeviceOp>(self, mut v: Op::Acc) -> Op::Acc {
         let rank = self.thread_rank();
         let mut delta = 1;
         while delta < W {
@@ -214,7 +214,7 @@ impl<const W: u32> Tile<W> {
     /// # Safety
     /// Every lane of the tile must call this converged (see the module docs).
     #[inline(always)]
-    pub unsafe fn exclusive_scan<Op: ReduceOp>(self, v: Op::Acc) -> Op::Acc {
+    pub unsafe fn exclusive_scan<Op: DeviceOp>(self, v: Op::Acc) -> Op::Acc {
         // SAFETY: converged per the caller.
         let (exclusive, _) = unsafe { self.scan::<Op>(v) };
         exclusive
@@ -227,7 +227,7 @@ impl<const W: u32> Tile<W> {
     /// # Safety
     /// Every lane of the tile must call this converged (see the module docs).
     #[inline(always)]
-    pub unsafe fn scan<Op: ReduceOp>(self, v: Op::Acc) -> (Op::Acc, Op::Acc) {
+    pub unsafe fn scan<Op: DeviceOp>(self, v: Op::Acc) -> (Op::Acc, Op::Acc) {
         // SAFETY: converged per the caller (all three calls are made by every lane).
         unsafe {
             let inclusive = self.inclusive_scan::<Op>(v);

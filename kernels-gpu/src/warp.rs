@@ -2,7 +2,7 @@
 //! reduction body serves every operator and element type.
 use core::arch::asm;
 
-use crate::op::ReduceOp;
+use crate::op::DeviceOp;
 use crate::shuffle::{shfl_down, shfl_xor};
 
 /// Mask of all 32 lanes.
@@ -153,14 +153,14 @@ pub unsafe fn sync_warp(mask: u32) {
 /// Reduces one value per lane over segments of `width` lanes (a power of two ≤ 32) with `Op`.
 ///
 /// **Result:** valid in the first lane of each segment (lane 0 for a whole warp); other lanes may hold partial
-/// values (an operator's own [`ReduceOp::warp_reduce`] may give it in every lane). The order is fixed, so the
+/// values (an operator's own [`DeviceOp::warp_reduce`] may give it in every lane). The order is fixed, so the
 /// same inputs give the same bits.
 /// Example: lanes holding `0, 1, …, 31` with `Sum` give `496` in lane 0.
 ///
 /// # Safety
 /// Every lane in `mask` must call this converged with the same `width`; `mask` must cover whole segments.
 #[inline(always)]
-pub unsafe fn reduce<Op: ReduceOp>(v: Op::Acc, width: u32, mask: u32) -> Op::Acc {
+pub unsafe fn reduce<Op: DeviceOp>(v: Op::Acc, width: u32, mask: u32) -> Op::Acc {
     // SAFETY: forwarded to the caller.
     unsafe { Op::warp_reduce(v, width, mask) }
 }
@@ -171,7 +171,7 @@ pub unsafe fn reduce<Op: ReduceOp>(v: Op::Acc, width: u32, mask: u32) -> Op::Acc
 /// # Safety
 /// As [`reduce`].
 #[inline(always)]
-pub unsafe fn tree_reduce<Op: ReduceOp>(mut v: Op::Acc, width: u32, mask: u32) -> Op::Acc {
+pub unsafe fn tree_reduce<Op: DeviceOp>(mut v: Op::Acc, width: u32, mask: u32) -> Op::Acc {
     let mut offset = width >> 1;
     while offset > 0 {
         // SAFETY: forwarded to the caller.
@@ -190,7 +190,7 @@ pub unsafe fn tree_reduce<Op: ReduceOp>(mut v: Op::Acc, width: u32, mask: u32) -
 /// # Safety
 /// As [`reduce`].
 #[inline(always)]
-pub unsafe fn all_reduce<Op: ReduceOp>(mut v: Op::Acc, width: u32, mask: u32) -> Op::Acc {
+pub unsafe fn all_reduce<Op: DeviceOp>(mut v: Op::Acc, width: u32, mask: u32) -> Op::Acc {
     let mut offset = width >> 1;
     while offset > 0 {
         // SAFETY: forwarded to the caller.

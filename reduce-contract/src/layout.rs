@@ -70,6 +70,10 @@ pub const PIECE_CHUNKS: u64 = 1 << 14;
 /// partials buffer holds this much per block, and the block reduction one slot of it per warp.
 pub const MAX_ACC_BYTES: usize = 16;
 
+/// Bytes of the largest accumulator a user's operator may have (`kernels-gpu` checks it where it exports
+/// the operator's kernels): the host's result slots hold this much, and the kernels' shared memory 32 of them.
+pub const MAX_OP_ACC_BYTES: usize = 64;
+
 /// Where, in a reduction kernel's shared memory, the last-block flag lives: past 32 warp slots of the
 /// largest accumulator.
 pub const LAST_BLOCK_FLAG_OFFSET: usize = 32 * MAX_ACC_BYTES;

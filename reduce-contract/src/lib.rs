@@ -3,6 +3,7 @@
 //!
 //! | module | what both sides take from it |
 //! |---|---|
+//! | [`op`] | [`ReduceOp`], the operator a user brings, and the [`Element`] names of its inputs |
 //! | [`kernels`] | every kernel's name and the module it is loaded in, named by typed ids ([`Module`], [`Kernel`]) |
 //! | [`params`] | one `#[repr(C)]` parameter struct per kernel family: each kernel takes one by value |
 //! | [`layout`] | accumulator layouts ([`Indexed`]) and the constants both sides size memory and grids by |
@@ -18,8 +19,10 @@
 
 pub mod kernels;
 pub mod layout;
+pub mod op;
 pub mod params;
 pub mod reproducible;
 
 pub use kernels::{Elem, Kernel, Module, ModuleSpec, Op, Pred, Sample};
 pub use layout::{Indexed, SoftmaxStats};
+pub use op::{Element, Float, Pod, ReduceOp};

@@ -158,9 +158,7 @@ impl Gpu {
         let major = attr(DeviceAttribute::ComputeCapabilityMajor)?;
         let minor = attr(DeviceAttribute::ComputeCapabilityMinor)?;
         let name = device.name()?;
-        let force_ptx =
-            std::env::var_os("REDUCE_HOST_FORCE_PTX").is_some_and(|v| v != "0" && !v.is_empty());
-        let Some(image) = images::choose(major, minor, force_ptx) else {
+        let Some(image) = images::choose(major, minor, images::force_ptx()) else {
             return Err(Error::UnsupportedDevice { name, major, minor });
         };
         let sm_count = attr(DeviceAttribute::MultiprocessorCount)?;

@@ -62,3 +62,22 @@ wrapper!(
     BF16,
     half::bf16
 );
+
+/// The contract's element names and widening, so an operator generic over its element (one definition for
+/// the host and the device, see [`crate::custom`]) reads these types.
+macro_rules! contract_float {
+    ($($t:ident: $name:literal),*) => {$(
+        impl reduce_contract::op::Element for $t {
+            const NAME: &'static str = $name;
+        }
+        impl reduce_contract::op::Float for $t {
+            fn to_f32(self) -> f32 {
+                self.0.to_f32()
+            }
+            fn to_f64(self) -> f64 {
+                self.0.to_f64()
+            }
+        }
+    )*};
+}
+contract_float!(F16: "f16", BF16: "bf16");

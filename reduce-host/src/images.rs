@@ -77,6 +77,12 @@ impl Image {
     }
 }
 
+/// Whether `REDUCE_HOST_FORCE_PTX` asks for the PTX instead of the cubins (for the built-in kernels and a
+/// user's alike).
+pub(crate) fn force_ptx() -> bool {
+    std::env::var_os("REDUCE_HOST_FORCE_PTX").is_some_and(|v| v != "0" && !v.is_empty())
+}
+
 /// The image for a device of compute capability `(major, minor)`: the newest cubin of the same major
 /// version and a minor version no higher (the rule for running SASS), else the newest PTX not newer than
 /// the device (PTX JIT-compiles forward). `force_ptx` skips the cubins. `None`: nothing runs there.
@@ -90,19 +96,31 @@ fn choose_from(
     minor: u32,
     force_ptx: bool,
 ) -> Option<&'static Image> {
-    let cubin = images
-        .iter()
-        .filter(|i| {
-            i.kind == Kind::Cubin && !force_ptx && i.arch / 10 == major && i.arch % 10 <= minor
-        })
-        .max_by_key(|i| i.arch);
-    let ptx = || {
-        images
-            .iter()
-            .filter(|i| i.kind == Kind::Ptx && i.arch <= major * 10 + minor)
-            .max_by_key(|i| i.arch)
+    let i = pick(images.iter().map(|i| i.code()), major, minor, force_ptx)?;
+    Some(&images[i])
+}
+
+/// Which of `codes` a device of compute capability `(major, minor)` runs (by position): the newest cubin of
+/// the same major version and a minor version no higher (the rule for running SASS), else the newest PTX
+/// not newer than the device (PTX JIT-compiles forward). `force_ptx` skips the cubins. The built-in images
+/// and a user's ([`crate::custom::KernelImages`]) are chosen by this one rule.
+pub(crate) fn pick(
+    codes: impl Iterator<Item = Code> + Clone,
+    major: u32,
+    minor: u32,
+    force_ptx: bool,
+) -> Option<usize> {
+    let best = |fits: &dyn Fn(Code) -> bool| {
+        codes
+            .clone()
+            .enumerate()
+            .filter(|&(_, c)| fits(c))
+            .max_by_key(|&(_, c)| c.arch())
+            .map(|(i, _)| i)
     };
-    cubin.or_else(ptx)
+    let cubin = |c: Code| matches!(c, Code::Cubin { arch } if !force_ptx && arch / 10 == major && arch % 10 <= minor);
+    let ptx = |c: Code| matches!(c, Code::Ptx { arch } if arch <= major * 10 + minor);
+    best(&cubin).or_else(|| best(&ptx))
 }
 
 /// Every embedded image's code, for tests.

@@ -58,6 +58,7 @@
 pub mod cpu;
 #[cfg(feature = "cudarc")]
 mod cudarc;
+pub mod custom;
 mod determinism;
 mod dispatch;
 mod driver;

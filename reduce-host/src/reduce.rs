@@ -2,13 +2,13 @@
 //! [`crate::dispatch::reduce`].
 use cust::memory::DeviceCopy;
 use cust::stream::Stream;
-use reduce_contract::Op;
-use reduce_contract::layout::MAX_ACC_BYTES;
+use reduce_contract::layout::MAX_OP_ACC_BYTES;
+use reduce_contract::{Module, Op};
 
 use crate::determinism::Determinism;
 use crate::dispatch::reduce::{Scratch, Strategy};
 use crate::dispatch::reproducible::{ReproScratch, ReproShape};
-use crate::dispatch::{self, Span};
+use crate::dispatch::{self, Source, Span};
 use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
@@ -116,7 +116,7 @@ impl DeviceReduce {
         Ok(DeviceReduce {
             scratch: InContext::new(gpu, Scratch::new(info.sm_count * policy.blocks_per_sm)?),
             stream,
-            staging: InContext::new(gpu, Pinned::new(MAX_ACC_BYTES)?),
+            staging: InContext::new(gpu, Pinned::new(MAX_OP_ACC_BYTES)?),
             policy,
             combine: Combine::default(),
             determinism: Determinism::default(),
@@ -340,6 +340,16 @@ impl DeviceReduce {
         op: Op,
         input: DeviceView<'_, T>,
     ) -> Result<Acc> {
+        self.blocking_with(Source::Builtin(Module::Reduce(op, T::ELEM)), input)
+    }
+
+    /// [`blocking`](Self::blocking) with `source`'s kernels (a built-in reduction or a user's operator),
+    /// whose element is `T` and accumulator `Acc`.
+    pub(crate) fn blocking_with<T: Element, Acc: Copy>(
+        &mut self,
+        source: Source<'_>,
+        input: DeviceView<'_, T>,
+    ) -> Result<Acc> {
         let _current = self.make_current()?;
         let homes = [input.home(), Home::default()];
         let input = Span::of_view(&self.gpu, input, "input")?;
@@ -349,7 +359,7 @@ impl DeviceReduce {
             .filter(|_| self.combine != Combine::Atomic);
         assert!(size_of::<Acc>() <= self.staging.len(), "staging too small");
         let out = mapped.unwrap_or(self.scratch.result.as_device_ptr().as_raw());
-        self.enqueue::<T, Acc>(op, input, out as *mut Acc, homes, None)?;
+        self.enqueue::<T, Acc>(source, input, out as *mut Acc, homes, None)?;
         let stream = StreamRef::from(&*self.stream);
         // SAFETY (both arms): the kernels just enqueued on the handle's stream write an `Acc` to `out`, the
         // staging's mapping or the device slot; `staging` is this handle's, used by blocking calls only,
@@ -371,24 +381,42 @@ impl DeviceReduce {
         out: DeviceViewMut<'_, Acc>,
         stream: StreamRef<'_>,
     ) -> Result<()> {
+        self.enqueue_into_with(
+            Source::Builtin(Module::Reduce(op, T::ELEM)),
+            input,
+            out,
+            stream,
+        )
+    }
+
+    /// [`enqueue_into`](Self::enqueue_into) with `source`'s kernels, whose element is `T` and accumulator
+    /// `Acc`.
+    pub(crate) fn enqueue_into_with<T: Element, Acc>(
+        &mut self,
+        source: Source<'_>,
+        input: DeviceView<'_, T>,
+        out: DeviceViewMut<'_, Acc>,
+        stream: StreamRef<'_>,
+    ) -> Result<()> {
         let homes = [input.home(), out.home()];
         let out = Span::of_first(&self.gpu, &out, "output")?;
         let input = Span::of_view(&self.gpu, input, "input")?;
         input.disjoint(&out, "input", "output")?;
         let _current = self.make_current()?;
-        self.enqueue::<T, Acc>(op, input, out.as_mut_ptr(), homes, Some(stream))
+        self.enqueue::<T, Acc>(source, input, out.as_mut_ptr(), homes, Some(stream))
     }
 
     fn enqueue<T: Element, Acc>(
         &mut self,
-        op: Op,
+        source: Source<'_>,
         input: Span<T>,
         out: *mut Acc,
         homes: [Home; 2],
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
         let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
-        if op == Op::Sum && self.determinism.reproducible_sum(T::ELEM) {
+        let sum = matches!(source, Source::Builtin(Module::Reduce(Op::Sum, _)));
+        if sum && self.determinism.reproducible_sum(T::ELEM) {
             // SAFETY: as below; for a float sum `Acc` is the f32 or f64 result the kernels write.
             return stream::ordered(&homes, stream, || unsafe {
                 dispatch::reproducible::enqueue(
@@ -414,7 +442,7 @@ impl DeviceReduce {
                 &mut self.scratch,
                 &self.policy,
                 strategy,
-                (op, T::ELEM),
+                source,
                 input,
                 out,
                 stream,

@@ -1,15 +1,14 @@
 //! [`DeviceSegmentedReduce`]: one reduction per segment (per row of a matrix, or per offset range), and
 //! the fused softmax statistics; [`Segments`] says where the segments are. The launches are in
 //! [`crate::dispatch::segmented`].
-use cust::memory::DeviceCopy;
 use cust::stream::Stream;
 use reduce_contract::{Module, Op, Sample};
 
 use crate::determinism::Determinism;
-use crate::dispatch::Span;
 #[doc(hidden)]
 pub use crate::dispatch::segmented::PlanOverrides;
 use crate::dispatch::segmented::{self, Layout, Scratch};
+use crate::dispatch::{Source, Span};
 use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
@@ -351,15 +350,15 @@ impl DeviceSegmentedReduce {
 
     /// Checks the arguments and enqueues `module`'s reduction: on `stream`, or (`None`) on the handle's
     /// stream, waiting for it and reporting bad offsets. The one place streams are chosen.
-    fn run<'a, 'b, T: Element + 'a, Acc: DeviceCopy + 'b>(
+    pub(crate) fn run<'a, 'b, 'k, T: Element + 'a, Acc: 'b>(
         &mut self,
-        module: Module,
+        source: impl Into<Source<'k>>,
         input: impl Into<DeviceView<'a, T>>,
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, Acc>>,
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
-        let (input, out) = (input.into(), out.into());
+        let (source, input, out) = (source.into(), input.into(), out.into());
         let _current = self.gpu.make_current()?;
         let [begin_home, end_home] = segments.homes();
         let homes = [input.home(), out.home(), begin_home, end_home];
@@ -387,7 +386,7 @@ impl DeviceSegmentedReduce {
             segmented::enqueue(
                 &self.gpu,
                 &mut self.scratch,
-                module,
+                source,
                 input_span,
                 layout,
                 out.as_mut_ptr(),

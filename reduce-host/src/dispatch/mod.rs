@@ -17,6 +17,7 @@ use reduce_contract::params::{
 };
 use reduce_contract::{Kernel, Module};
 
+use crate::custom::OpKernels;
 use crate::driver::{self, Function, Launch, Order};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -178,6 +179,91 @@ params! {
     [] SpinParams => (Module::Testing);
 }
 
+/// Where one reduction's kernels come from: the built-in images (a contract [`Module`], its kernels by
+/// slot), or a user's kernel crate ([`OpKernels`], resolved by the operator's name). Every family that runs
+/// user operators (device-wide and per segment) takes one, so a user's operator goes through the same
+/// checks, grids, scratch ordering and launches as the built-ins.
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'k> {
+    Builtin(Module),
+    User(&'k OpKernels),
+}
+
+impl From<Module> for Source<'_> {
+    fn from(module: Module) -> Self {
+        Source::Builtin(module)
+    }
+}
+
+impl<'k> Source<'k> {
+    /// The kernel in `slot` of the family's order (`ReduceKernel`, `SegmentedKernel`), loading the module
+    /// the first time. The context must be current.
+    pub fn function<'a>(self, gpu: &'a Gpu, slot: u8) -> Result<&'a Function>
+    where
+        'k: 'a,
+    {
+        match self {
+            Source::Builtin(module) => gpu.function(Kernel { module, slot }),
+            Source::User(kernels) => kernels.function(slot),
+        }
+    }
+
+    /// Dynamic shared memory the kernels need: [`SMEM_BYTES`](reduce_contract::layout::SMEM_BYTES), or a
+    /// user's accumulator in each of 32 warp slots when that is more.
+    pub fn shared_bytes(self) -> u32 {
+        let smem = reduce_contract::layout::SMEM_BYTES;
+        match self {
+            Source::Builtin(_) => smem,
+            Source::User(kernels) => smem.max(32 * kernels.acc_bytes() as u32),
+        }
+    }
+
+    /// Whether these kernels wait for their predecessor before touching memory when launched as
+    /// programmatic dependents: code built from the sm_90 PTX, on a driver that takes such launches.
+    pub fn dependent_launch(self, gpu: &Gpu) -> bool {
+        match self {
+            Source::Builtin(_) => gpu.dependent_launch(),
+            Source::User(kernels) => {
+                kernels.code().arch() >= 90 && driver::dependent_launch_supported()
+            }
+        }
+    }
+
+    /// Launches the kernel in `slot` with `params`, in `order` ([`Order::Programmatic`] falls back to
+    /// stream order where [`dependent_launch`](Self::dependent_launch) is false).
+    ///
+    /// # Safety
+    /// As [`launch`]; with [`Order::Programmatic`], the kernel calls `arch::wait_for_primary` before it
+    /// touches any memory but its parameter (the reduce family's partials and finalize kernels, built-in or
+    /// a user's, do). For a user's kernels, `P` must be the params struct of the family of `slot`, built
+    /// from the operator's `In` and `Acc`.
+    pub unsafe fn launch<P: Params>(
+        self,
+        gpu: &Gpu,
+        slot: u8,
+        shape: Launch,
+        stream: StreamRef<'_>,
+        params: P,
+        order: Order,
+    ) -> Result<()> {
+        let order = if order == Order::Programmatic && self.dependent_launch(gpu) {
+            Order::Programmatic
+        } else {
+            Order::Stream
+        };
+        match self {
+            // SAFETY: forwarded to the caller.
+            Source::Builtin(module) => unsafe {
+                launch_ordered(gpu, Kernel { module, slot }, shape, stream, params, order)
+            },
+            // SAFETY: forwarded to the caller, who builds `P` from the operator's types.
+            Source::User(kernels) => unsafe {
+                driver::launch(kernels.function(slot)?, shape, stream, &params, order)
+            },
+        }
+    }
+}
+
 /// Launches `kernel` with its family's parameters: the one typed launch of every family.
 ///
 /// # Safety
@@ -194,35 +280,12 @@ pub(crate) unsafe fn launch<P: Params>(
     unsafe { launch_ordered(gpu, kernel, shape, stream, params, Order::Stream) }
 }
 
-/// As [`launch`], as a programmatic dependent of the kernel enqueued just before it on `stream` (whoever
-/// enqueued it) where the device runs sm_90 code: its launch overlaps that kernel's tail instead of
-/// following it.
+/// [`launch`] and [`Source::launch`]: checks that `kernel` takes `P`, then launches it in `order`.
 ///
 /// # Safety
-/// As [`launch`]; and `kernel` calls `arch::wait_for_primary` before it touches any memory but its
-/// parameter, as the reduce module's partials and finalize kernels do (the `ptx` test checks their sm_90
-/// PTX).
-pub(crate) unsafe fn launch_dependent<P: Params>(
-    gpu: &Gpu,
-    kernel: Kernel,
-    shape: Launch,
-    stream: StreamRef<'_>,
-    params: P,
-) -> Result<()> {
-    // Only sm_90 code has the wait; older code must not start early.
-    let order = if gpu.dependent_launch() {
-        Order::Programmatic
-    } else {
-        Order::Stream
-    };
-    // SAFETY: forwarded to the caller, whose kernel waits for its predecessor in code of sm_90 and later.
-    unsafe { launch_ordered(gpu, kernel, shape, stream, params, order) }
-}
-
-/// [`launch`] and [`launch_dependent`]: checks that `kernel` takes `P`, then launches it in `order`.
-///
-/// # Safety
-/// As [`launch`]; with [`Order::Programmatic`], as [`launch_dependent`].
+/// As [`launch`]; with [`Order::Programmatic`], `kernel` calls `arch::wait_for_primary` before it touches
+/// any memory but its parameter, as the reduce module's partials and finalize kernels do (the `ptx` test
+/// checks their sm_90 PTX), and the device runs sm_90 code.
 unsafe fn launch_ordered<P: Params>(
     gpu: &Gpu,
     kernel: Kernel,

@@ -2,12 +2,12 @@
 //! reuse of the partials and the ticket.
 use cust::memory::DeviceBuffer;
 use reduce_contract::kernels::ReduceKernel;
-use reduce_contract::layout::{MAX_ACC_BYTES, SMEM_BYTES};
+use reduce_contract::layout::{MAX_ACC_BYTES, MAX_OP_ACC_BYTES};
 use reduce_contract::params::ReduceParams;
-use reduce_contract::{Elem, Kernel, Op};
+use reduce_contract::{Module, Op};
 
-use super::{Span, launch, launch_dependent, resident};
-use crate::driver::{self, Launch};
+use super::{Source, Span, resident};
+use crate::driver::{self, Launch, Order};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
@@ -43,7 +43,7 @@ impl Scratch {
         Ok(Scratch {
             partials: driver::zeroed(max_grid as usize * MAX_ACC_BYTES)?,
             ticket: driver::zeroed(2)?,
-            result: driver::zeroed(MAX_ACC_BYTES)?,
+            result: driver::zeroed(MAX_OP_ACC_BYTES)?,
             last_use: LastUse::new()?,
         })
     }
@@ -55,39 +55,58 @@ impl Scratch {
 
     /// Makes room for `max_grid` partials, after waiting for the work that may still use the old buffer.
     pub fn reserve(&mut self, max_grid: u32) -> Result<()> {
-        if self.partials.len() < max_grid as usize * MAX_ACC_BYTES {
+        self.reserve_bytes(max_grid as usize * MAX_ACC_BYTES)
+    }
+
+    /// Makes room for `bytes` of partials (a user's accumulator may be larger than the built-ins'), after
+    /// waiting for the work that may still use the old buffer.
+    fn reserve_bytes(&mut self, bytes: usize) -> Result<()> {
+        if self.partials.len() < bytes {
             self.last_use.synchronize()?;
-            self.partials = driver::zeroed(max_grid as usize * MAX_ACC_BYTES)?;
+            self.partials = driver::zeroed(bytes)?;
         }
         Ok(())
     }
 }
 
-/// Enqueues the reduction `op` of `input` (elements `elem`) into one `Acc` at `out`.
+/// Enqueues the reduction of `input` by `source`'s kernels (a built-in `Module::Reduce` or a user's
+/// operator) into one `Acc` at `out`.
 ///
 /// # Safety
-/// `input` must be valid for reads and `out` for one `Acc` until `stream` has passed this work.
+/// `input` must be valid for reads and `out` for one `Acc` until `stream` has passed this work; `T` and
+/// `Acc` must be the element and accumulator of `source`'s kernels.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn enqueue<T, Acc>(
     gpu: &Gpu,
     scratch: &mut Scratch,
     policy: &Policy,
     strategy: Strategy,
-    (op, elem): (Op, Elem),
+    source: Source<'_>,
     input: Span<T>,
     out: *mut Acc,
     stream: StreamRef<'_>,
 ) -> Result<()> {
-    if strategy == Strategy::Atomic && op != Op::Sum {
+    let op = match source {
+        Source::Builtin(Module::Reduce(op, _)) => Some(op),
+        _ => None,
+    };
+    if strategy == Strategy::Atomic && op != Some(Op::Sum) {
         return Err(Error::InvalidArgument(
-            "Combine::Atomic supports sums only; use LastBlock or TwoPass".into(),
+            "Combine::Atomic supports the built-in sums only; use LastBlock or TwoPass".into(),
         ));
     }
-    let kernel = |k| Kernel::reduce(op, elem, k);
+    // The last-block flag sits past 32 warp slots of the built-ins' largest accumulator: a larger one (a
+    // user's) would overlap it, so it combines in two passes instead (the same bits either way).
+    let strategy = if strategy == Strategy::LastBlock && size_of::<Acc>() > MAX_ACC_BYTES {
+        Strategy::TwoPass
+    } else {
+        strategy
+    };
     let size = std::mem::size_of::<T>();
     let n = input.len;
     let sm_count = gpu.info().sm_count;
     let grid = tuning::grid_for(policy, sm_count, n, size);
+    scratch.reserve_bytes(grid as usize * size_of::<Acc>().max(MAX_ACC_BYTES))?;
     let single_block = n * size as u64 <= tuning::SINGLE_BLOCK_BYTES;
     let partials = scratch.partials.as_device_ptr().as_raw() as *mut Acc;
     let params = ReduceParams {
@@ -98,43 +117,49 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         ticket: scratch.ticket.as_device_ptr().as_raw() as *mut u32,
         out,
     };
+    let smem = source.shared_bytes();
     // A kernel's launch: `threads` fitted to its registers, at most one resident wave.
-    let shape = |k, grid, threads| -> Result<(Kernel, Launch)> {
-        let kernel = kernel(k);
+    let shape = |k: ReduceKernel, grid, threads| -> Result<(u8, Launch)> {
+        let slot = k as u8;
         Ok((
-            kernel,
-            resident(gpu, gpu.function(kernel)?, grid, threads, SMEM_BYTES)?,
+            slot,
+            resident(gpu, source.function(gpu, slot)?, grid, threads, smem)?,
         ))
+    };
+    // SAFETY (for callers of these two): as `Source::launch`; `params` is the `ReduceParams` of `T` and
+    // `Acc`, the types of `source`'s kernels (the caller).
+    let launch = |(k, s): (u8, Launch), params| unsafe {
+        source.launch(gpu, k, s, stream, params, Order::Stream)
+    };
+    let launch_dependent = |(k, s): (u8, Launch), params| unsafe {
+        source.launch(gpu, k, s, stream, params, Order::Programmatic)
     };
 
     scratch.last_use.acquire(stream)?;
     // SAFETY (every launch): `input` is valid for `n` reads and `out` for one `Acc` (the caller);
-    // `partials` holds `max grid · MAX_ACC_BYTES` bytes (the handle reserves it for its policy) and the
-    // tickets are u32 counters only this handle's kernels use, all serialised across streams by `acquire`,
-    // each zero at launch because every completed `last_block` launch leaves it so; every kernel gets
-    // SMEM_BYTES.
+    // `partials` holds `grid` accumulators (reserved above) and the tickets are u32 counters only this
+    // handle's kernels use, all serialised across streams by `acquire`, each zero at launch because every
+    // completed `last_block` launch leaves it so; every kernel gets the shared memory its source needs.
     let launched = (|| unsafe {
         // The partials and finalize kernels wait for the kernel before them on the stream before they touch
         // memory, so they go as programmatic dependents: each one's launch overlaps the previous kernel.
         if n == 0 {
             // The finalize body over zero partials writes the identity.
-            let (k, s) = shape(ReduceKernel::Finalize, 1, policy.finalize_threads)?;
-            return launch_dependent(gpu, k, s, stream, params);
+            return launch_dependent(
+                shape(ReduceKernel::Finalize, 1, policy.finalize_threads)?,
+                params,
+            );
         }
         if grid == 1 || single_block {
             // One block reduces everything and writes the result: one launch, no partials.
             let threads = if single_block {
-                let indexed = matches!(op, Op::ArgMax | Op::ArgMin);
+                let indexed = matches!(op, Some(Op::ArgMax | Op::ArgMin));
                 tuning::single_block_threads(n * size as u64, indexed)
             } else {
                 policy.threads
             };
-            let (k, s) = shape(ReduceKernel::Partials, 1, threads)?;
             return launch_dependent(
-                gpu,
-                k,
-                s,
-                stream,
+                shape(ReduceKernel::Partials, 1, threads)?,
                 ReduceParams {
                     partials: out,
                     ..params
@@ -143,21 +168,22 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         }
         match strategy {
             Strategy::TwoPass => {
-                let (k, s) = shape(ReduceKernel::Partials, grid, policy.threads)?;
-                launch_dependent(gpu, k, s, stream, params)?;
-                let count = s.grid as u64;
-                let (k, s) = shape(ReduceKernel::Finalize, 1, policy.finalize_threads)?;
-                launch_dependent(gpu, k, s, stream, ReduceParams { count, ..params })
+                let first = shape(ReduceKernel::Partials, grid, policy.threads)?;
+                launch_dependent(first, params)?;
+                let count = first.1.grid as u64;
+                let second = shape(ReduceKernel::Finalize, 1, policy.finalize_threads)?;
+                launch_dependent(second, ReduceParams { count, ..params })
             }
             Strategy::LastBlock => {
-                let (k, s) = shape(ReduceKernel::LastBlock, grid, policy.threads)?;
                 let ticket = params.ticket.add(driver::capturing(stream)? as usize);
-                launch(gpu, k, s, stream, ReduceParams { ticket, ..params })
+                launch(
+                    shape(ReduceKernel::LastBlock, grid, policy.threads)?,
+                    ReduceParams { ticket, ..params },
+                )
             }
             Strategy::Atomic => {
                 driver::memset_zero(out as u64, std::mem::size_of::<Acc>(), stream)?;
-                let (k, s) = shape(ReduceKernel::Atomic, grid, policy.threads)?;
-                launch(gpu, k, s, stream, params)
+                launch(shape(ReduceKernel::Atomic, grid, policy.threads)?, params)
             }
         }
     })();

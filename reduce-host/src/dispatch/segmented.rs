@@ -3,15 +3,15 @@
 use cust::memory::DeviceBuffer;
 use reduce_contract::kernels::{ReproSegmentsKernel, SegmentedKernel};
 use reduce_contract::layout::{
-    LANE_ROWS, LOAD_BYTES, PIECE_CHUNKS, SEGMENTED_THREADS, SMEM_BYTES, SPLIT_ABOVE_CHUNKS,
+    LANE_ROWS, LOAD_BYTES, PIECE_CHUNKS, SEGMENTED_THREADS, SPLIT_ABOVE_CHUNKS,
 };
 use reduce_contract::params::SegmentedParams;
 use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES};
 use reduce_contract::{Elem, Kernel, Module, Op};
 
 use super::reproducible::{PARTIAL_BYTES, chunk_grid};
-use super::{Span, launch, resident};
-use crate::driver::{self, Function, Launch};
+use super::{Source, Span, launch, resident};
+use crate::driver::{self, Function, Launch, Order};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
@@ -172,16 +172,38 @@ impl Layout {
     }
 }
 
-/// `kernel`'s function, which must run blocks of `threads` on this device: the per-segment kernels' trees
-/// are written for that block size.
-fn function_for(gpu: &Gpu, kernel: Kernel, threads: u32) -> Result<&Function> {
-    let f = gpu.function(kernel)?;
+/// `source`'s kernel `kernel`, which must run blocks of `threads` on this device: the per-segment kernels'
+/// trees are written for that block size.
+fn function_for<'a>(
+    gpu: &'a Gpu,
+    source: Source<'a>,
+    kernel: impl SlotOf,
+    threads: u32,
+) -> Result<&'a Function> {
+    let f = source.function(gpu, kernel.slot())?;
     if f.fit_block(threads) < threads {
         return Err(Error::InvalidArgument(format!(
-            "{kernel:?} cannot run {threads} threads per block on this device"
+            "the {kernel:?} kernel cannot run {threads} threads per block on this device"
         )));
     }
     Ok(f)
+}
+
+/// A kernel of a per-segment family, by its slot.
+trait SlotOf: Copy + std::fmt::Debug {
+    fn slot(self) -> u8;
+}
+
+impl SlotOf for SegmentedKernel {
+    fn slot(self) -> u8 {
+        self as u8
+    }
+}
+
+impl SlotOf for ReproSegmentsKernel {
+    fn slot(self) -> u8 {
+        self as u8
+    }
 }
 
 /// Device temporaries: the partials of split segments (grown on demand) and the bad-offsets word.
@@ -267,16 +289,17 @@ impl Scratch {
     }
 }
 
-/// Enqueues the per-segment reduction of `module` (an operator and element type) of `input` into
-/// `out[0..count]`.
+/// Enqueues the per-segment reduction of `input` by `source`'s kernels (a built-in operator and element
+/// type, or a user's operator) into `out[0..count]`.
 ///
 /// # Safety
 /// `input`, the offsets of `layout` and `out` (`count` accumulators) must stay valid until `stream` has
-/// passed this work; rows must lie inside `input` (the handle checks).
+/// passed this work; rows must lie inside `input` (the handle checks); `T` and `Acc` must be the element
+/// and accumulator of `source`'s kernels.
 pub(crate) unsafe fn enqueue<T, Acc>(
     gpu: &Gpu,
     scratch: &mut Scratch,
-    module: Module,
+    source: Source<'_>,
     input: Span<T>,
     layout: Layout,
     out: *mut Acc,
@@ -286,12 +309,12 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     if count == 0 {
         return Ok(());
     }
-    if let Module::ReproSegments(_) = module {
+    if let Source::Builtin(module @ Module::ReproSegments(_)) = source {
         // SAFETY: forwarded to the caller.
         return unsafe { enqueue_reproducible(gpu, scratch, module, input, layout, out, stream) };
     }
     let size = size_of::<T>();
-    let sum = matches!(module, Module::Segmented(Op::Sum, _));
+    let sum = matches!(source, Source::Builtin(Module::Segmented(Op::Sum, _)));
     let plan = match layout.rows_len() {
         Some(len) if scratch.overrides.rows_kernel == Some(false) => Plan::for_len(len, size)?,
         Some(len) => Plan::for_rows(len, size)?,
@@ -320,30 +343,27 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         },
     };
     let offsets = layout.rows_len().is_none();
-    let kernel = |k: SegmentedKernel| Kernel {
-        module,
-        slot: k as u8,
-    };
+    let smem = source.shared_bytes();
     // Sums (and the softmax statistics) run SEGMENTED_THREADS threads a block: their block tree must not
     // depend on the device. Operators whose result has the same bits with any tree take the block size that
     // wastes the least of the last wave (`tree_free`).
     let block_threads = match plan {
-        Plan::Block | Plan::Split { .. } if tree_free(module) => {
+        Plan::Block | Plan::Split { .. } if tree_free(source) => {
             if let Some(t) = scratch.overrides.block_threads {
-                function_for(gpu, kernel(SegmentedKernel::Block), t)?;
+                function_for(gpu, source, SegmentedKernel::Block, t)?;
                 t
             } else {
                 let blocks = match plan {
                     Plan::Split { pieces } => count * pieces as u64,
                     _ => count,
                 };
-                let f = gpu.function(kernel(SegmentedKernel::Block))?;
+                let f = source.function(gpu, SegmentedKernel::Block as u8)?;
                 // A size the kernel cannot run counts as no blocks, so it is never chosen.
                 wave_fitted_threads(blocks, gpu.info().sm_count, |t| {
                     if f.fit_block(t) < t {
                         Ok(0)
                     } else {
-                        f.blocks_per_sm(t, SMEM_BYTES)
+                        f.blocks_per_sm(t, smem)
                     }
                 })?
             }
@@ -357,21 +377,26 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         (None, Plan::Tile { width: 32 }) => WARP_TILE_THREADS,
         (None, _) => SEGMENTED_THREADS,
     };
-    let shape = |k: SegmentedKernel, blocks: u64| -> Result<(Kernel, Launch)> {
+    let shape = |k: SegmentedKernel, blocks: u64| -> Result<(u8, Launch)> {
         let threads = match k {
             SegmentedKernel::Block => block_threads,
             SegmentedKernel::Tile | SegmentedKernel::Rows => tile_threads,
             _ => SEGMENTED_THREADS,
         };
-        function_for(gpu, kernel(k), threads)?;
+        function_for(gpu, source, k, threads)?;
         Ok((
-            kernel(k),
+            k as u8,
             Launch {
                 grid: blocks.clamp(1, MAX_GRID) as u32,
                 block: threads,
-                shared_bytes: SMEM_BYTES,
+                shared_bytes: smem,
             },
         ))
+    };
+    // SAFETY (for its callers): as `Source::launch`; `params` is the `SegmentedParams` of `T` and `Acc`,
+    // the types of `source`'s kernels (the caller).
+    let launch = |(k, s): (u8, Launch), params| unsafe {
+        source.launch(gpu, k, s, stream, params, Order::Stream)
     };
     let per_block = tile_threads as u64;
     // The tile and rows kernels' largest grid: TILE_BLOCKS_PER_SM blocks of 256 threads per SM (four
@@ -388,7 +413,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     scratch.last_use.acquire(stream)?;
     // SAFETY (every launch): `input`, the offsets and `out` are valid (the caller); the partials hold
     // `count · pieces` accumulators (reserved above) and the error word is a u32, both serialised across
-    // streams by `acquire`; every kernel gets SMEM_BYTES and whole warps.
+    // streams by `acquire`; every kernel gets the shared memory its source needs and whole warps.
     let launched = (|| unsafe {
         if offsets {
             scratch.clear_error(stream)?;
@@ -396,25 +421,21 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         match plan {
             Plan::Rows => {
                 let blocks = count.div_ceil(per_block * LANE_ROWS).min(tile_grid);
-                let (k, s) = shape(SegmentedKernel::Rows, blocks)?;
-                launch(gpu, k, s, stream, params)
+                launch(shape(SegmentedKernel::Rows, blocks)?, params)
             }
             Plan::Tile { width } => {
                 let blocks = count
                     .div_ceil((per_block / width as u64).max(1))
                     .min(tile_grid);
-                let (k, s) = shape(SegmentedKernel::Tile, blocks)?;
-                launch(gpu, k, s, stream, params)
+                launch(shape(SegmentedKernel::Tile, blocks)?, params)
             }
-            Plan::Block => {
-                let (k, s) = shape(SegmentedKernel::Block, count)?;
-                launch(gpu, k, s, stream, params)
-            }
+            Plan::Block => launch(shape(SegmentedKernel::Block, count)?, params),
             Plan::Split { pieces } => {
-                let (k, s) = shape(SegmentedKernel::Block, count * pieces as u64)?;
-                launch(gpu, k, s, stream, params)?;
-                let (k, s) = shape(SegmentedKernel::Combine, count)?;
-                launch(gpu, k, s, stream, params)
+                launch(
+                    shape(SegmentedKernel::Block, count * pieces as u64)?,
+                    params,
+                )?;
+                launch(shape(SegmentedKernel::Combine, count)?, params)
             }
         }
     })();
@@ -427,10 +448,13 @@ pub(crate) unsafe fn enqueue<T, Acc>(
 /// the device: argmax and argmin (ties go to the lower index, a NaN to the first), and max and min of every
 /// element but f16 and bf16. Those two keep the first of two equal values (−0 and +0) and the second of two
 /// NaNs, so their bits could follow which thread folds which chunk.
-fn tree_free(module: Module) -> bool {
-    match module {
-        Module::Segmented(Op::ArgMax | Op::ArgMin, _) => true,
-        Module::Segmented(Op::Max | Op::Min, elem) => !matches!(elem, Elem::F16 | Elem::BF16),
+/// A user's operator is not known to be exact, so its tree stays fixed.
+fn tree_free(source: Source<'_>) -> bool {
+    match source {
+        Source::Builtin(Module::Segmented(Op::ArgMax | Op::ArgMin, _)) => true,
+        Source::Builtin(Module::Segmented(Op::Max | Op::Min, elem)) => {
+            !matches!(elem, Elem::F16 | Elem::BF16)
+        }
         _ => false,
     }
 }
@@ -544,9 +568,11 @@ unsafe fn enqueue_reproducible<T, Out>(
     };
     let count = layout.count();
     let kernel = |k| Kernel::repro_segments(elem, k);
+    let source = Source::Builtin(module);
     let block_fn = function_for(
         gpu,
-        kernel(ReproSegmentsKernel::Block),
+        source,
+        ReproSegmentsKernel::Block,
         REPRO_SEGMENT_THREADS,
     )?;
     let wave = resident(
@@ -574,7 +600,7 @@ unsafe fn enqueue_reproducible<T, Out>(
     let params = layout.params(input, scratch.error_word(), out, partials);
     // One resident wave at most (the kernels stride past it) of `threads`-thread blocks.
     let shape = |k, blocks: u64, threads, shared_bytes| -> Result<(Kernel, Launch)> {
-        let f = function_for(gpu, kernel(k), threads)?;
+        let f = function_for(gpu, source, k, threads)?;
         let s = resident(
             gpu,
             f,
@@ -748,14 +774,35 @@ mod tests {
     #[test]
     fn only_operators_whose_bits_ignore_the_tree_fit_their_blocks() {
         use reduce_contract::Sample;
-        assert!(tree_free(Module::Segmented(Op::ArgMax, Elem::F16)));
-        assert!(tree_free(Module::Segmented(Op::ArgMin, Elem::BF16)));
-        assert!(tree_free(Module::Segmented(Op::Max, Elem::F32)));
-        assert!(tree_free(Module::Segmented(Op::Min, Elem::U8)));
-        assert!(!tree_free(Module::Segmented(Op::Max, Elem::F16)));
-        assert!(!tree_free(Module::Segmented(Op::Min, Elem::BF16)));
-        assert!(!tree_free(Module::Segmented(Op::Sum, Elem::I32)));
-        assert!(!tree_free(Module::Softmax(Sample::F32)));
+        assert!(tree_free(Source::Builtin(Module::Segmented(
+            Op::ArgMax,
+            Elem::F16
+        ))));
+        assert!(tree_free(Source::Builtin(Module::Segmented(
+            Op::ArgMin,
+            Elem::BF16
+        ))));
+        assert!(tree_free(Source::Builtin(Module::Segmented(
+            Op::Max,
+            Elem::F32
+        ))));
+        assert!(tree_free(Source::Builtin(Module::Segmented(
+            Op::Min,
+            Elem::U8
+        ))));
+        assert!(!tree_free(Source::Builtin(Module::Segmented(
+            Op::Max,
+            Elem::F16
+        ))));
+        assert!(!tree_free(Source::Builtin(Module::Segmented(
+            Op::Min,
+            Elem::BF16
+        ))));
+        assert!(!tree_free(Source::Builtin(Module::Segmented(
+            Op::Sum,
+            Elem::I32
+        ))));
+        assert!(!tree_free(Source::Builtin(Module::Softmax(Sample::F32))));
     }
 
     #[test]

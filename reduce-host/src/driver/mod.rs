@@ -25,6 +25,17 @@ impl Module {
     /// Loads `image` (a cubin, or NUL-terminated PTX that the driver JIT-compiles) of module `spec` into
     /// the current context and resolves its kernels, in slot order. A failure carries the JIT's error log.
     pub fn load(image: &[u8], spec: &ModuleSpec, code: Code) -> Result<Self> {
+        Module::load_named(image, spec.name, spec.kernels, code)
+    }
+
+    /// As [`load`](Self::load), for a module that is not one of the contract's: `name` in messages, and
+    /// `kernels` resolved in order (a user's module resolves its kernels later, with [`resolve`](Self::resolve)).
+    pub fn load_named(
+        image: &[u8],
+        name: &'static str,
+        kernels: &[&CStr],
+        code: Code,
+    ) -> Result<Self> {
         let mut log = vec![0u8; 1 << 14];
         let mut options = [
             CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
@@ -46,7 +57,7 @@ impl Module {
         check(r).map_err(|e| {
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             Error::ModuleLoad {
-                module: spec.name,
+                module: name,
                 code,
                 message: format!("{e}\n{}", String::from_utf8_lossy(&log[..end])),
             }
@@ -55,18 +66,20 @@ impl Module {
             raw,
             functions: Box::new([]),
         };
-        module.functions = spec
-            .kernels
+        module.functions = kernels
             .iter()
-            .map(|name| {
-                Function::resolve(&module, name).map_err(|source| Error::MissingKernel {
-                    kernel: name.to_string_lossy().into_owned(),
-                    module: spec.name,
-                    source,
-                })
-            })
+            .map(|kernel| module.resolve(kernel, name))
             .collect::<Result<_>>()?;
         Ok(module)
+    }
+
+    /// The kernel called `kernel` in this module (named `module` in the error if it has none).
+    pub fn resolve(&self, kernel: &CStr, module: &'static str) -> Result<Function> {
+        Function::resolve(self, kernel).map_err(|source| Error::MissingKernel {
+            kernel: kernel.to_string_lossy().into_owned(),
+            module,
+            source,
+        })
     }
 
     /// The kernel in slot `slot` of the contract's list.
@@ -96,6 +109,12 @@ pub(crate) struct Function {
     /// Resident blocks per SM, memoised by `(threads, shared bytes)`: a handful of shapes per kernel.
     occupancy: Mutex<Vec<(u32, u32, u32)>>,
 }
+
+// SAFETY: a driver function handle may be used from any thread once its context is current there, which
+// every launch ensures; the occupancy memo is behind a mutex.
+unsafe impl Send for Function {}
+// SAFETY: as above; `&Function` only reads the handle and locks the memo.
+unsafe impl Sync for Function {}
 
 impl Function {
     fn resolve(module: &Module, name: &CStr) -> Result<Function, DriverError> {
@@ -240,7 +259,7 @@ pub(crate) unsafe fn memset_zero(ptr: u64, bytes: usize, stream: StreamRef<'_>) 
 /// # Safety
 /// `src` must hold a valid `T` once the work before it on `stream` is done; nothing else may use `staging`
 /// meanwhile.
-pub(crate) unsafe fn read_back<T: cust::memory::DeviceCopy + Default>(
+pub(crate) unsafe fn read_back<T: Copy>(
     src: u64,
     staging: &Pinned,
     stream: StreamRef<'_>,

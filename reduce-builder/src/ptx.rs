@@ -1,5 +1,6 @@
-//! Cuts one PTX module into the modules `reduce_contract::kernels::modules` lists, so the host can load
-//! (and, without a cubin, JIT-compile) only the kernels a program uses.
+//! rustc's PTX, parsed into its top-level items, so a module can be cut into smaller ones: reduce-host
+//! cuts the PTX of its kernels into the modules `reduce_contract::kernels::modules` lists, so the host loads
+//! (and, without a cubin, JIT-compiles) only the kernels a program uses.
 //!
 //! rustc's PTX is a header (`.version`, `.target`, `.address_size`), then top-level items: declarations
 //! ending in `;` (the `.extern .shared` arrays, globals) and functions (`.entry`, `.func`) with a braced
@@ -15,7 +16,7 @@ struct Item {
     text: String,
 }
 
-/// A parsed PTX file.
+/// A parsed PTX file: its header and its top-level items, in file order.
 pub struct Ptx {
     header: String,
     items: Vec<Item>,
@@ -23,6 +24,11 @@ pub struct Ptx {
 
 impl Ptx {
     /// Parses rustc's PTX output.
+    ///
+    /// # Errors
+    ///
+    /// Text without an `.address_size` header, with unbalanced braces, ending inside an item, or with an
+    /// item that cannot be named: PTX that did not come from rustc, which this parser does not guess at.
     pub fn parse(text: &str) -> Result<Ptx, String> {
         let end = text
             .find(".address_size")
@@ -70,6 +76,10 @@ impl Ptx {
     }
 
     /// A module holding `entries` and everything they refer to, transitively.
+    ///
+    /// # Errors
+    ///
+    /// An entry that is not in the PTX.
     pub fn extract(&self, entries: &[&str]) -> Result<String, String> {
         let by_name: BTreeMap<&str, usize> = self
             .items

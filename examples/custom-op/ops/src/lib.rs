@@ -1,0 +1,154 @@
+//! Three operators a user brings, each generic over its element (f32, f16, bf16 … on either side):
+//!
+//! | operator | accumulator | result |
+//! |---|---|---|
+//! | [`AbsMax`] | the largest magnitude (f32) | the scale of an FP8 cast |
+//! | [`SumSquares`] | Σ x² (f32) | the L2 norm, `sqrt` in `finalize` |
+//! | [`Welford`] | count, mean and M2 (f64), merged by Chan's formula | mean and population variance |
+#![no_std]
+use core::marker::PhantomData;
+
+use reduce_contract::op::{Float, Pod, ReduceOp};
+
+/// The largest magnitude, `max |x|`; a NaN anywhere gives NaN; 0 for an empty input.
+pub struct AbsMax<T>(PhantomData<T>);
+
+impl<T: Float> ReduceOp for AbsMax<T> {
+    type In = T;
+    type Acc = f32;
+    type Out = f32;
+    const NAME: &'static str = "absmax";
+
+    fn identity() -> f32 {
+        0.0
+    }
+    fn lift(x: T, _index: u64) -> f32 {
+        x.to_f32().abs()
+    }
+    fn combine(a: f32, b: f32) -> f32 {
+        // NaN-propagating: `f32::max` would drop it.
+        if a.is_nan() || b.is_nan() {
+            f32::NAN
+        } else {
+            a.max(b)
+        }
+    }
+    fn finalize(acc: f32) -> f32 {
+        acc
+    }
+}
+
+/// The L2 norm, `sqrt(Σ x²)`, accumulated in f32 like the built-in sum (so its speed is the sum's).
+pub struct SumSquares<T>(PhantomData<T>);
+
+impl<T: Float> ReduceOp for SumSquares<T> {
+    type In = T;
+    type Acc = f32;
+    type Out = f32;
+    const NAME: &'static str = "sum_squares";
+
+    fn identity() -> f32 {
+        0.0
+    }
+    fn lift(x: T, _index: u64) -> f32 {
+        let x = x.to_f32();
+        x * x
+    }
+    fn combine(a: f32, b: f32) -> f32 {
+        a + b
+    }
+    fn finalize(acc: f32) -> f32 {
+        libm::sqrtf(acc)
+    }
+}
+
+/// Count, mean and sum of squared deviations from the mean (`M2`) of a run of elements: Welford's
+/// accumulator. In f64, so the variance of `1e6 + U(0, 1)` keeps its digits where `Σx² − n·mean²` loses
+/// them all.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct Moments {
+    /// How many elements.
+    pub n: f64,
+    /// Their mean.
+    pub mean: f64,
+    /// `Σ (x − mean)²`.
+    pub m2: f64,
+}
+
+// SAFETY: three f64, no pointers, no padding.
+unsafe impl Pod for Moments {}
+
+/// The mean and variance of a [`Welford`] reduction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeanVar {
+    /// Elements reduced.
+    pub count: u64,
+    /// Their mean (NaN for none).
+    pub mean: f64,
+    /// The population variance, `M2 / n` (NaN for none); the sample variance is `M2 / (n − 1)`.
+    pub variance: f64,
+}
+
+/// Mean and variance in one read, by Welford's accumulator merged with Chan's formula.
+pub struct Welford<T>(PhantomData<T>);
+
+impl<T: Float> ReduceOp for Welford<T> {
+    type In = T;
+    type Acc = Moments;
+    type Out = MeanVar;
+    const NAME: &'static str = "welford";
+
+    fn identity() -> Moments {
+        Moments::default()
+    }
+    fn lift(x: T, _index: u64) -> Moments {
+        Moments {
+            n: 1.0,
+            mean: x.to_f64(),
+            m2: 0.0,
+        }
+    }
+    /// Chan's merge; an empty side returns the other exactly (the identity law).
+    fn combine(a: Moments, b: Moments) -> Moments {
+        if b.n == 0.0 {
+            return a;
+        }
+        if a.n == 0.0 {
+            return b;
+        }
+        let n = a.n + b.n;
+        let delta = b.mean - a.mean;
+        let f = b.n / n;
+        Moments {
+            n,
+            mean: a.mean + delta * f,
+            m2: a.m2 + b.m2 + delta * delta * a.n * f,
+        }
+    }
+    fn finalize(acc: Moments) -> MeanVar {
+        MeanVar {
+            count: acc.n as u64,
+            mean: if acc.n > 0.0 { acc.mean } else { f64::NAN },
+            variance: acc.m2 / acc.n,
+        }
+    }
+
+    /// A run's own mean and M2 by two passes over its registers, then one merge: one division per run
+    /// instead of one per element, which is what keeps the reduction at the memory's speed.
+    #[inline(always)]
+    fn fold_run(acc: Moments, len: usize, get: impl Fn(usize) -> (T, u64)) -> Moments {
+        let mut sum = 0.0f64;
+        reduce_contract::each_index!(I < len, {
+            sum += get(I).0.to_f64();
+        });
+        let n = len as f64;
+        let mean = sum / n;
+        let mut m2 = 0.0f64;
+        reduce_contract::each_index!(I < len, {
+            let d = get(I).0.to_f64() - mean;
+            m2 += d * d;
+        });
+        Self::combine(acc, Moments { n, mean, m2 })
+    }
+}

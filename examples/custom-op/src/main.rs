@@ -1,0 +1,102 @@
+//! Runs the example's operators on the GPU and checks each against the CPU: the FP8 scale (`AbsMax`), the
+//! L2 norm (`SumSquares`) and the mean and variance (`Welford`), over f32 and bf16, device-wide and per row.
+//! Prints "correct" when every check passes; without a GPU it says so and exits 0.
+use custom_op::{AbsMaxBf16, AbsMaxF32, KERNELS, NormF32, WelfordBf16, WelfordF32, close, cpu};
+use custom_ops::Welford;
+use reduce_host::cust::memory::DeviceBuffer;
+use reduce_host::custom::{Kernels, OpAcc, ReduceOp};
+use reduce_host::{BF16, DeviceReduce, DeviceSegmentedReduce, Error, Segments};
+
+fn main() -> Result<(), Error> {
+    let mut reduce = match DeviceReduce::new() {
+        Ok(r) => r,
+        Err(Error::NoDevice(e)) => {
+            println!("custom-op: built, kernels embedded; no CUDA GPU to run on ({e})");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let kernels = Kernels::load(reduce.gpu(), &KERNELS)?;
+
+    // 2^20 + 3 values around 1e6 (where Σx² − n·mean² would lose every digit of the variance).
+    let n = (1 << 20) + 3;
+    let xs: Vec<f32> = (0..n)
+        .map(|i| {
+            1e6 + ((i as u64).wrapping_mul(2654435761) % 1000) as f32 / 1000.0
+                - 0.5 * (i % 7) as f32
+        })
+        .collect();
+    let d = DeviceBuffer::from_slice(&xs)?;
+    let mut ok = true;
+    let mut check = |what: &str, gpu: f64, cpu: f64, rel: f64| {
+        let good = close(gpu, cpu, rel);
+        if !good {
+            eprintln!("custom-op: {what}: GPU {gpu} CPU {cpu}");
+        }
+        ok &= good;
+    };
+
+    let scale = reduce.reduce_with::<AbsMaxF32>(&kernels, &d)?;
+    check(
+        "absmax f32",
+        scale as f64,
+        cpu::<AbsMaxF32>(&xs) as f64,
+        0.0,
+    );
+    let norm = reduce.reduce_with::<NormF32>(&kernels, &d)?;
+    check(
+        "norm f32",
+        norm as f64,
+        NormF32::finalize(cpu::<NormF32>(&xs)) as f64,
+        1e-5,
+    );
+    let mv = reduce.reduce_with::<WelfordF32>(&kernels, &d)?;
+    let want = WelfordF32::finalize(cpu::<WelfordF32>(&xs));
+    check("welford f32 mean", mv.mean, want.mean, 1e-12);
+    check("welford f32 variance", mv.variance, want.variance, 1e-9);
+
+    let hs: Vec<BF16> = xs
+        .iter()
+        .map(|&x| BF16(half::bf16::from_f32(x - 1e6)))
+        .collect();
+    let dh = DeviceBuffer::from_slice(&hs)?;
+    let scale = reduce.reduce_with::<AbsMaxBf16>(&kernels, &dh)?;
+    check(
+        "absmax bf16",
+        scale as f64,
+        cpu::<AbsMaxBf16>(&hs) as f64,
+        0.0,
+    );
+    let mv = reduce.reduce_with::<WelfordBf16>(&kernels, &dh)?;
+    let want = WelfordBf16::finalize(cpu::<WelfordBf16>(&hs));
+    check("welford bf16 variance", mv.variance, want.variance, 1e-9);
+
+    // LayerNorm statistics of bf16 rows: 64 rows of 4096, one accumulator each.
+    let (rows, cols) = (64usize, 4096usize);
+    let mut segmented = DeviceSegmentedReduce::with_gpu(reduce.gpu())?;
+    let mut out = DeviceBuffer::from_slice(&vec![OpAcc::default(); rows])?;
+    segmented.reduce_with::<WelfordBf16>(
+        &kernels,
+        &dh,
+        Segments::rows(rows, cols, cols),
+        &mut out,
+    )?;
+    let got = out.as_host_vec()?;
+    for (r, acc) in got.iter().enumerate() {
+        let row = &hs[r * cols..(r + 1) * cols];
+        let (g, w) = (
+            Welford::<BF16>::finalize(acc.0),
+            Welford::<BF16>::finalize(cpu::<WelfordBf16>(row)),
+        );
+        check("row mean", g.mean, w.mean, 1e-12);
+        check("row variance", g.variance, w.variance, 1e-9);
+    }
+    if ok {
+        println!("custom-op: correct ({:?})", kernels.code());
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(
+            "custom-op: a result differs from the CPU's".into(),
+        ))
+    }
+}

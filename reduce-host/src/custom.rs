@@ -1,0 +1,329 @@
+//! Your own operator: a [`ReduceOp`] defined once, in a `no_std` crate that both your kernel crate and your
+//! program depend on, compiled by `reduce-builder` from your `build.rs`, and run by the same dispatch as the
+//! built-in reductions (combine strategies, dependent launch, views and their checks, cudarc streams,
+//! blocking and `*_async` calls, 64-bit lengths, any offset, and the three segment layouts).
+//!
+//! In `build.rs` (with `reduce-builder` as a build dependency):
+//!
+//! ```ignore
+//! fn main() -> Result<(), reduce_builder::Error> {
+//!     reduce_builder::Builder::new("kernels").build().map(|_| ())
+//! }
+//! ```
+//!
+//! and in the program:
+//!
+//! ```ignore
+//! use reduce_host::custom::{KernelImages, Kernels};
+//! static KERNELS: KernelImages = reduce_host::include_kernels!("my_kernels");
+//!
+//! let mut reduce = reduce_host::DeviceReduce::new()?;
+//! let kernels = Kernels::load(reduce.gpu(), &KERNELS)?;
+//! let scale: f32 = reduce.reduce_with::<my_ops::AbsMax<f32>>(&kernels, &x)?;
+//! ```
+//!
+//! The kernels are found by name: the device's `export_reduce!(absmax = AbsMax<_>; f32)` exports
+//! `reduce_partials_absmax_f32` and the others, and the host asks for `reduce_partials_{NAME}_{element}`
+//! of the operator it is given. An operator the kernel crate did not export is an
+//! [`Error::MissingKernel`] naming the kernel.
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+
+use cust::memory::DeviceCopy;
+pub use reduce_contract::op::{Element as OpElement, Float, Pod, ReduceOp};
+
+use crate::dispatch::Source;
+use crate::driver::{Function, Module};
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, InContext};
+use crate::images::{self, Code};
+use crate::reduce::DeviceReduce;
+use crate::segmented::DeviceSegmentedReduce;
+use crate::segments::Segments;
+use crate::stream::StreamRef;
+use crate::view::{DeviceView, DeviceViewMut};
+
+/// One arch's code of a kernel crate, embedded by the file `reduce-builder` writes.
+#[derive(Clone, Copy, Debug)]
+pub struct Embedded {
+    code: Code,
+    bytes: &'static [u8],
+}
+
+impl Embedded {
+    /// Machine code for `sm_{arch}` (`arch` = `major * 10 + minor`).
+    pub const fn cubin(arch: u32, bytes: &'static [u8]) -> Embedded {
+        Embedded {
+            code: Code::Cubin { arch },
+            bytes,
+        }
+    }
+
+    /// PTX for `sm_{arch}`, NUL-terminated (the driver's format), JIT-compiled on first load.
+    pub const fn ptx(arch: u32, bytes: &'static [u8]) -> Embedded {
+        Embedded {
+            code: Code::Ptx { arch },
+            bytes,
+        }
+    }
+}
+
+/// A kernel crate's code for every arch it was built for: what [`include_kernels!`](crate::include_kernels)
+/// gives, and [`Kernels::load`] takes.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelImages {
+    name: &'static str,
+    images: &'static [Embedded],
+}
+
+impl KernelImages {
+    /// The images of the kernel crate `name` (its library name, used in messages).
+    pub const fn new(name: &'static str, images: &'static [Embedded]) -> KernelImages {
+        KernelImages { name, images }
+    }
+
+    /// The kernel crate's library name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// The images `reduce-builder` wrote for the kernel crate whose library is called `$name`, as a
+/// [`KernelImages`]: `static KERNELS: KernelImages = reduce_host::include_kernels!("my_kernels");`. Use it
+/// in the crate whose `build.rs` ran the builder.
+#[macro_export]
+macro_rules! include_kernels {
+    ($name:literal) => {
+        include!(concat!(env!("OUT_DIR"), "/", $name, "_images.rs"))
+    };
+}
+
+/// A user operator's accumulator in device memory: the output of the `*_async` and per-segment calls.
+/// `repr(transparent)`, so a buffer of them is a buffer of `A`; `.0` is the accumulator, and
+/// [`ReduceOp::finalize`] turns it into the result.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(transparent)]
+pub struct OpAcc<A>(pub A);
+
+// SAFETY: `A: Pod` holds no pointers or references and has no padding, so its bytes mean the same on the
+// device, and any value the device's operator code produced is a valid `A` on the host.
+unsafe impl<A: Pod> DeviceCopy for OpAcc<A> {}
+
+/// Which kernels of an operator: the device-wide ones, or the per-segment ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Reduce,
+    Segmented,
+}
+
+impl Family {
+    /// The kernels' names, in slot order (`ReduceKernel`, `SegmentedKernel`).
+    fn kernels(self) -> &'static [&'static str] {
+        match self {
+            Family::Reduce => &["reduce_partials", "reduce_finalize", "reduce_last_block"],
+            Family::Segmented => &[
+                "segmented_tile",
+                "segmented_block",
+                "segmented_combine",
+                "segmented_rows",
+            ],
+        }
+    }
+}
+
+/// One operator's kernels of one family, resolved: what the dispatch launches.
+pub(crate) struct OpKernels {
+    functions: Vec<Function>,
+    acc_bytes: usize,
+    code: Code,
+}
+
+impl OpKernels {
+    /// The kernel in `slot`; a slot the family does not have (the atomic kernel) is an error.
+    pub fn function(&self, slot: u8) -> Result<&Function> {
+        self.functions.get(slot as usize).ok_or_else(|| {
+            Error::InvalidArgument("a user's operator has no atomic kernel; use TwoPass".into())
+        })
+    }
+
+    /// The operator's accumulator size, which sizes the kernels' shared memory.
+    pub fn acc_bytes(&self) -> usize {
+        self.acc_bytes
+    }
+
+    /// The code the kernels were loaded from.
+    pub fn code(&self) -> Code {
+        self.code
+    }
+}
+
+/// One family of one operator, resolved: (family, operator name, element name, its kernels).
+type Resolved = (Family, &'static str, &'static str, Arc<OpKernels>);
+
+/// A kernel crate loaded on one device: its module (the cubin for the device, else the PTX), and the kernels
+/// of each operator resolved the first time a call uses it. Share it between handles of the same [`Gpu`].
+pub struct Kernels {
+    name: &'static str,
+    code: Code,
+    /// Resolved families, by (family, operator name, element name): a handful per program.
+    resolved: Mutex<Vec<Resolved>>,
+    // Declared after what it resolves: the module unloads (in its context) last.
+    module: InContext<Module>,
+    gpu: Gpu,
+}
+
+impl Kernels {
+    /// Loads `images` on `gpu`: the newest cubin the device runs, else the newest PTX it can JIT-compile
+    /// (`REDUCE_HOST_FORCE_PTX=1` forces the PTX), by the rule of the built-in kernels.
+    pub fn load(gpu: &Gpu, images: &KernelImages) -> Result<Kernels> {
+        let (major, minor) = gpu.info().compute_capability;
+        let codes = images.images.iter().map(|e| e.code);
+        let Some(i) = images::pick(codes, major, minor, images::force_ptx()) else {
+            return Err(Error::ModuleLoad {
+                module: images.name,
+                code: gpu.info().code,
+                message: format!(
+                    "the kernel crate was built for {:?}, none of which runs on sm_{major}{minor}",
+                    images.images.iter().map(|e| e.code).collect::<Vec<_>>()
+                ),
+            });
+        };
+        let image = images.images[i];
+        let _current = gpu.make_current()?;
+        let module = Module::load_named(image.bytes, images.name, &[], image.code)?;
+        Ok(Kernels {
+            name: images.name,
+            code: image.code,
+            resolved: Mutex::new(Vec::new()),
+            module: InContext::new(gpu, module),
+            gpu: gpu.clone(),
+        })
+    }
+
+    /// The code that was loaded: a cubin, or PTX the driver compiled.
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    /// `O`'s kernels of `family`, resolved on first use; refused for a handle on another device.
+    fn family<O: ReduceOp>(&self, gpu: &Gpu, family: Family) -> Result<Arc<OpKernels>> {
+        if gpu.raw_context() != self.gpu.raw_context() {
+            return Err(Error::InvalidArgument(format!(
+                "the kernels of {} were loaded on device {}, but this handle runs on device {}",
+                self.name,
+                self.gpu.info().ordinal,
+                gpu.info().ordinal
+            )));
+        }
+        let (op, elem) = (O::NAME, <O::In as OpElement>::NAME);
+        let mut resolved = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((.., k)) = resolved
+            .iter()
+            .find(|(f, o, e, _)| (*f, *o, *e) == (family, op, elem))
+        {
+            return Ok(k.clone());
+        }
+        let _current = self.gpu.make_current()?;
+        let functions = family
+            .kernels()
+            .iter()
+            .map(|kind| {
+                let name = CString::new(format!("{kind}_{op}_{elem}")).map_err(|_| {
+                    Error::InvalidArgument(format!("the operator name {op:?} holds a NUL"))
+                })?;
+                self.module.resolve(&name, self.name)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let kernels = Arc::new(OpKernels {
+            functions,
+            acc_bytes: size_of::<O::Acc>(),
+            code: self.code,
+        });
+        resolved.push((family, op, elem, kernels.clone()));
+        Ok(kernels)
+    }
+}
+
+impl DeviceReduce {
+    /// Reduces `input` with your operator `O`, whose kernels `kernels` holds, and returns
+    /// [`O::finalize`](ReduceOp::finalize) of the result (of the identity for an empty input). Runs on the
+    /// handle's stream and waits, as [`sum`](Self::sum) does; the combine strategy is the handle's
+    /// ([`Combine::Atomic`](crate::Combine::Atomic) is for the built-in sums only).
+    pub fn reduce_with<'a, O: ReduceOp>(
+        &mut self,
+        kernels: &Kernels,
+        input: impl Into<DeviceView<'a, O::In>>,
+    ) -> Result<O::Out>
+    where
+        O::In: Element,
+    {
+        let ops = kernels.family::<O>(self.gpu(), Family::Reduce)?;
+        let acc: O::Acc = self.blocking_with(Source::User(&ops), input.into())?;
+        Ok(O::finalize(acc))
+    }
+
+    /// Enqueues the reduction of `input` by `O` into `out[0]` (the accumulator, not finalized) on `stream`
+    /// and returns without waiting; an empty input writes [`O::identity`](ReduceOp::identity).
+    ///
+    /// # Safety
+    /// As [`sum_async`](Self::sum_async).
+    pub unsafe fn reduce_with_async<'s, 'a, 'b, O: ReduceOp>(
+        &mut self,
+        kernels: &Kernels,
+        input: impl Into<DeviceView<'a, O::In>>,
+        out: impl Into<DeviceViewMut<'b, OpAcc<O::Acc>>>,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<()>
+    where
+        O::In: Element,
+    {
+        let ops = kernels.family::<O>(self.gpu(), Family::Reduce)?;
+        self.enqueue_into_with(Source::User(&ops), input.into(), out.into(), stream.into())
+    }
+}
+
+impl DeviceSegmentedReduce {
+    /// Writes the accumulator of each segment by your operator `O` to `out[s]` and waits (an empty segment
+    /// gives [`O::identity`](ReduceOp::identity)); [`O::finalize`](ReduceOp::finalize) turns each into its
+    /// result. The `index` each element is lifted with is its position within its segment.
+    pub fn reduce_with<'a, 'b, O: ReduceOp>(
+        &mut self,
+        kernels: &Kernels,
+        input: impl Into<DeviceView<'a, O::In>>,
+        segments: Segments<'_>,
+        out: impl Into<DeviceViewMut<'b, OpAcc<O::Acc>>>,
+    ) -> Result<()>
+    where
+        O::In: Element,
+    {
+        let ops = kernels.family::<O>(self.gpu(), Family::Segmented)?;
+        self.run(Source::User(&ops), input, segments, out, None)
+    }
+
+    /// Enqueues [`reduce_with`](Self::reduce_with) on `stream` and returns without waiting. Bad offsets are
+    /// not reported (their segments reduce as empty).
+    ///
+    /// # Safety
+    /// As [`sum_async`](Self::sum_async).
+    pub unsafe fn reduce_with_async<'s, 'a, 'b, O: ReduceOp>(
+        &mut self,
+        kernels: &Kernels,
+        input: impl Into<DeviceView<'a, O::In>>,
+        segments: Segments<'_>,
+        out: impl Into<DeviceViewMut<'b, OpAcc<O::Acc>>>,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<()>
+    where
+        O::In: Element,
+    {
+        let ops = kernels.family::<O>(self.gpu(), Family::Segmented)?;
+        self.run(
+            Source::User(&ops),
+            input,
+            segments,
+            out,
+            Some(stream.into()),
+        )
+    }
+}

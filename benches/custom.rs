@@ -75,7 +75,9 @@ impl Bench {
         // SAFETY: the window and `out` live past the synchronize.
         unsafe { reduce.reduce_with_async::<O>(kernels, windows[0], &mut out, stream)? };
         stream.synchronize()?;
-        let acc = out.as_host_vec()?[0].0;
+        let mut acc = [OpAcc(O::identity())];
+        out.copy_to(&mut acc[..])?;
+        let acc = acc[0].0;
         let us = timing::time_us(&self.gpu, stream, n as u64, copies, &mut |k, s| {
             // SAFETY: windows and `out` live until the timing function has synchronized.
             unsafe { reduce.reduce_with_async::<O>(kernels, windows[k], &mut out, s)? };
@@ -89,9 +91,9 @@ impl Bench {
     fn builtin(&mut self, max: bool, n: usize) -> Result<f64, BoxError> {
         let (w, host) = (self.pool.window(n, 0), self.pool.host_window(n, 0));
         let ok = if max {
-            Some(self.reduce.max(w)?) == cpu::max(host)
+            self.reduce.max(w)? == cpu::max(host)
         } else {
-            sum_check(host.iter().map(|&x| x as f64))(self.reduce.sum(w)? as f64)
+            SumRef::of(host.iter().map(|&x| x as f64)).ok(self.reduce.sum(w)? as f64)
         };
         if !ok {
             let which = if max { "max" } else { "sum" };
@@ -117,13 +119,25 @@ impl Bench {
     }
 }
 
-/// Whether an f32 tree sum of `terms` is right: within the tolerance of `benches/reduce.rs`, `(log2 n + 16) ·
-/// ε · Σ|x|`, of their sum in f64.
-fn sum_check(terms: impl Iterator<Item = f64> + Clone) -> impl Fn(f64) -> bool {
-    let n = terms.clone().count();
-    let (want, abs) = (terms.clone().sum::<f64>(), terms.map(f64::abs).sum::<f64>());
-    let tol = ((n.max(2) as f64).log2() + 16.0) * f32::EPSILON as f64 * abs;
-    move |got| (got - want).abs() <= tol
+/// What an f32 tree sum of `terms` must be: their sum in f64, within the tolerance of `benches/reduce.rs`,
+/// `(log2 n + 16) · ε · Σ|x|`.
+#[derive(Clone, Copy)]
+struct SumRef {
+    want: f64,
+    tol: f64,
+}
+
+impl SumRef {
+    fn of(terms: impl Iterator<Item = f64> + Clone) -> SumRef {
+        let n = terms.clone().count();
+        let (want, abs) = (terms.clone().sum::<f64>(), terms.map(f64::abs).sum::<f64>());
+        let tol = ((n.max(2) as f64).log2() + 16.0) * f32::EPSILON as f64 * abs;
+        SumRef { want, tol }
+    }
+
+    fn ok(self, got: f64) -> bool {
+        (got - self.want).abs() <= self.tol
+    }
 }
 
 /// Mean and population variance by two passes in f64: the reference of `Welford`.
@@ -156,7 +170,10 @@ fn run() -> Result<bool, BoxError> {
         }
     };
     let sizes: Vec<usize> = match flag("--sizes")? {
-        Some(list) => list.split(',').map(|s| s.parse()).collect::<Result<_, _>>()?,
+        Some(list) => list
+            .split(',')
+            .map(|s| s.parse())
+            .collect::<Result<_, _>>()?,
         None => vec![SIZE],
     };
     let (rows, cols) = match flag("--rows")? {
@@ -246,7 +263,9 @@ fn run() -> Result<bool, BoxError> {
         match support::torch::run_shapes("rows_var_mean_bf16", std::slice::from_ref(&seg_shape)) {
             Ok(m) => m,
             Err(why) => {
-                notes.push(format!("torch column missing for rows_var_mean_bf16: {why}"));
+                notes.push(format!(
+                    "torch column missing for rows_var_mean_bf16: {why}"
+                ));
                 HashMap::new()
             }
         };
@@ -266,8 +285,10 @@ fn run() -> Result<bool, BoxError> {
         let host = bench.pool.host_window(n, 0);
         let xs = host.iter().map(|&x| x as f64);
         let (want_n, want_mean, want_var) = mean_var(xs.clone());
-        let want_absmax = host.iter().fold(0.0f32, |a, &x| AbsMaxF32::combine(a, x.abs()));
-        let squares_ok = sum_check(xs.map(|x| x * x));
+        let want_absmax = host
+            .iter()
+            .fold(0.0f32, |a, &x| AbsMaxF32::combine(a, x.abs()));
+        let squares = SumRef::of(xs.map(|x| x * x));
         let cub_at = |op: &str| cub_of.get(op).and_then(|m| m.get(&(n as u64)).copied());
         let key = n as u64;
 
@@ -282,7 +303,7 @@ fn run() -> Result<bool, BoxError> {
                 "AbsMax<f32> at n={n}: {absmax} vs the CPU's {want_absmax}"
             ));
         }
-        if !squares_ok(norm as f64) {
+        if !squares.ok(norm as f64) {
             bench
                 .failures
                 .push(format!("SumSquares<f32> at n={n}: Σx² = {norm} is off"));
@@ -412,7 +433,9 @@ fn segmented(
     // SAFETY (both enqueues): the input and the outputs outlive the timing, which synchronizes before it
     // returns.
     let welford_us = timing::time_us(&bench.gpu, &bench.stream, n as u64, copies, &mut |k, s| {
-        unsafe { seg.reduce_with_async::<WelfordBf16>(kernels, window(k), segments, &mut accs, s)? };
+        unsafe {
+            seg.reduce_with_async::<WelfordBf16>(kernels, window(k), segments, &mut accs, s)?
+        };
         Ok(())
     })?;
     let sum_us = timing::time_us(&bench.gpu, &bench.stream, n as u64, copies, &mut |k, s| {
@@ -490,7 +513,8 @@ fn table(title: &str, ceiling_us: Option<f64>, bytes: f64, rows: &[Row]) -> Stri
     );
     let dash = || "—".to_owned();
     let opt = |v: Option<f64>| v.map_or_else(dash, |v| format!("{v:.1}"));
-    let ratio = |theirs: Option<f64>, ours: f64| theirs.map_or_else(dash, |t| format!("{:.3}", t / ours));
+    let ratio =
+        |theirs: Option<f64>, ours: f64| theirs.map_or_else(dash, |t| format!("{:.3}", t / ours));
     let gbps = |us: f64| bytes / us / 1e3;
     match ceiling_us {
         Some(c) => {
@@ -501,7 +525,9 @@ fn table(title: &str, ceiling_us: Option<f64>, bytes: f64, rows: &[Row]) -> Stri
                 gbps(c)
             );
         }
-        None => t.push_str("| read ceiling | needs nvcc (see below) | — | — | — | — | — | — | — | — |\n"),
+        None => t.push_str(
+            "| read ceiling | needs nvcc (see below) | — | — | — | — | — | — | — | — |\n",
+        ),
     }
     for r in rows {
         let cub_us = r.cub.map(|c| c.us);

@@ -1,4 +1,11 @@
-//! Reduction operators as types.
+//! Reduction operators as types, as the kernel bodies run them.
+//!
+//! [`DeviceOp`] is what every generic kernel body is written against. A user's operator is a
+//! [`ReduceOp`](reduce_contract::op::ReduceOp) (pure Rust, shared with the host) and runs as
+//! [`Custom<R>`](crate::custom::Custom), which forwards to it; the built-in operators here implement
+//! `DeviceOp` directly, because their fast paths (argmax's value-first warp exchange and run scan, its
+//! padded stores) use device instructions a host-side trait cannot name. Both kinds go through the same
+//! kernel bodies and the same exported-kernel shape.
 //!
 //! An operator names its input element, its accumulator, the identity and the combine step. The law every
 //! operator obeys: `combine(identity(), x) == combine(x, identity()) == x` for every accumulator `x` that
@@ -10,7 +17,9 @@ use crate::arch;
 use crate::shuffle::{Shuffle, shfl_idx, shfl_xor};
 use crate::warp;
 
-/// A reduction operator.
+/// A reduction operator on the device: a [`ReduceOp`](reduce_contract::op::ReduceOp)'s identity, lift and
+/// combine, plus the hooks the kernels call where an operator has a faster form (`fold_run`, `write`,
+/// `warp_reduce`).
 pub trait DeviceOp {
     /// Element type read from memory.
     type In: Copy;

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Packages reduce-contract, reduce-builder and reduce-host as they would be published, and verifies them:
-# cargo builds each package from its own contents, as a dependent crate would get it.
+# Packages reduce-contract, reduce-builder, reduce-host and kernels-gpu as they would be published, and
+# verifies them: cargo builds each of the first three from its own contents, as a dependent crate would get
+# it; kernels-gpu, which builds for nvptx64 only (a nightly, -Zbuild-std), is packaged without cargo's host
+# build and built here from its package for sm_90 with the kernels' pinned nightly, against the packaged
+# reduce-contract, and its PTX must be byte for byte the fresh build's.
 #
 # reduce-host's package carries the kernels prebuilt (`reduce-host/prebuilt/`: the deflated cubins, the PTX
 # and their table), taken from a fresh build of the kernels here, so a dependent crate needs neither the
@@ -67,4 +70,48 @@ for f in LICENSE-MIT LICENSE-APACHE src/lib.rs; do
     [ -s "$verify/package/reduce-builder-$builder_version/$f" ] ||
         { echo "package: $f missing from reduce-builder's package" >&2; exit 1; }
 done
-echo "package: reduce-contract, reduce-builder and reduce-host packaged and verified; $(ls reduce-host/prebuilt | wc -l) prebuilt files identical to the fresh build"
+
+# kernels-gpu: `cargo package` would verify it by building it for the host, which its nightly features and
+# nvptx assembly refuse, so it packages without that build (and without a Cargo.lock: cargo would resolve its
+# reduce-contract dependency on crates.io for one, and a library's lock file is not used by dependents).
+cargo package --manifest-path kernels-gpu/Cargo.toml --no-verify --exclude-lockfile --allow-dirty \
+    --target-dir "$verify"
+kernels_version=$(sed -n 's/^version = "\(.*\)"/\1/p' kernels-gpu/Cargo.toml | head -n 1)
+contract_version=$(sed -n 's/^version = "\(.*\)"/\1/p' reduce-contract/Cargo.toml | head -n 1)
+channel=$(sed -n 's/^channel = "\(.*\)"/\1/p' kernels-gpu/rust-toolchain.toml)
+# Unpacked outside the repository (whose workspace would otherwise claim it), built in target/.
+unpacked=$(mktemp -d "${TMPDIR:-/tmp}/kernels-gpu-package.XXXXXX")
+trap 'rm -rf "$unpacked"' EXIT
+tar -xzf "$verify/package/kernels-gpu-$kernels_version.crate" -C "$unpacked"
+kernels_pkg=$unpacked/kernels-gpu-$kernels_version
+for f in LICENSE-MIT LICENSE-APACHE README.md src/lib.rs; do
+    [ -s "$kernels_pkg/$f" ] || { echo "package: $f missing from kernels-gpu's package" >&2; exit 1; }
+done
+# As reduce-builder builds it for reduce-host (its release profile, the PTX ISA, sm_90), with reduce-contract
+# taken from its package (cargo unpacked it above) in place of crates.io. (cargo warns that the patch is not
+# used in the graph of `core`, which -Zbuild-std resolves separately.)
+echo "+ (packaged kernels-gpu) rustup run $channel cargo rustc --release --target nvptx64-nvidia-cuda --features builtin" >&2
+(
+    cd "$kernels_pkg"
+    CARGO_ENCODED_RUSTFLAGS=$(printf -- '-Ctarget-cpu=sm_90\x1f-Ctarget-feature=+ptx78') \
+        rustup run "$channel" cargo rustc --release --lib --crate-type cdylib \
+        --target nvptx64-nvidia-cuda -Zbuild-std=core --features builtin \
+        --target-dir "$root/$verify/kernels-gpu" \
+        --config "patch.crates-io.reduce-contract.path=\"$root/$verify/package/reduce-contract-$contract_version\"" \
+        --config profile.release.lto=true --config profile.release.opt-level=3 \
+        --config profile.release.codegen-units=1 --config profile.release.debug=false \
+        --config 'profile.release.panic="abort"'
+)
+# The fresh build's sm_90 PTX, where reduce-host's build script had reduce-builder put it (`<target>/kernels-gpu`).
+fresh_ptx=$out/../../../../kernels-gpu/sm90/nvptx64-nvidia-cuda/release/kernels_gpu.ptx
+packaged_ptx=$verify/kernels-gpu/nvptx64-nvidia-cuda/release/kernels_gpu.ptx
+entries() { grep -o '^\.visible \.entry [A-Za-z0-9_]*' "$1" | sort; }
+if ! diff <(entries "$fresh_ptx") <(entries "$packaged_ptx") >&2; then
+    echo "package: the packaged kernels-gpu exports other kernels than the fresh build (< fresh, > package)" >&2
+    exit 1
+fi
+cmp "$fresh_ptx" "$packaged_ptx"
+kernel_count=$(entries "$packaged_ptx" | wc -l)
+[ "$kernel_count" -gt 0 ] || { echo "package: no kernels in the packaged kernels-gpu's PTX" >&2; exit 1; }
+
+echo "package: reduce-contract, reduce-builder and reduce-host packaged and verified; $(ls reduce-host/prebuilt | wc -l) prebuilt files identical to the fresh build; kernels-gpu packaged, and its package builds the fresh build's PTX ($kernel_count kernels)"

@@ -33,12 +33,23 @@ impl Cub {
     /// before the toolkit's headers: a newer CCCL than the toolkit ships (the `cuda-cccl` wheel's
     /// `cuda/cccl/headers/include`).
     pub fn compile(cc: u32, name: &str, source: &str) -> Cub {
-        let dir = std::env::temp_dir().join(format!("reduce-bench-cub-{}", std::process::id()));
+        // One folder per (source, arch, CCCL): a later run of the same bench (the three runs of a spread)
+        // reuses the comparator instead of compiling it again (about a minute).
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (source, cc, std::env::var_os("CCCL_INCLUDE")).hash(&mut h);
+            h.finish()
+        };
+        let dir = std::env::temp_dir().join(format!("reduce-bench-cub-{key:016x}"));
         let src = dir.join(format!("{name}.cu"));
+        let exe = dir.join(name);
+        if exe.is_file() {
+            return Cub::Ready(exe);
+        }
         if let Err(e) = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&src, source)) {
             return Cub::Missing(format!("cannot write the comparator source: {e}"));
         }
-        let exe = dir.join(name);
         let mut nvcc = Command::new("nvcc");
         if let Some(dir) = std::env::var_os("CCCL_INCLUDE") {
             // Ahead of the toolkit's own CCCL, which nvcc adds after the user's -I folders.

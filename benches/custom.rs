@@ -26,7 +26,8 @@ use std::process::ExitCode;
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::Stream;
-use custom_op::{AbsMaxF32, KERNELS, NormF32, WelfordBf16, WelfordF32};
+use custom_op::{AbsMaxF32, KERNELS, NormF32, WelfordBf16, WelfordF32, mean_var_close};
+use custom_ops::MeanVar;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use reduce_host::custom::{Kernels, OpAcc, ReduceOp};
 use reduce_host::{BF16, DeviceReduce, DeviceSegmentedReduce, DeviceView, Gpu, Segments, cpu};
@@ -148,10 +149,6 @@ fn mean_var(xs: impl Iterator<Item = f64> + Clone) -> (f64, f64, f64) {
     (n, mean, m2 / n)
 }
 
-/// Whether `got` is within `rel` of `want` (relative to the larger magnitude).
-fn close(got: f64, want: f64, rel: f64) -> bool {
-    got == want || (got - want).abs() <= rel * got.abs().max(want.abs())
-}
 
 fn main() -> ExitCode {
     support::main("custom bench", run)
@@ -309,10 +306,12 @@ fn run() -> Result<bool, BoxError> {
                 .push(format!("SumSquares<f32> at n={n}: Σx² = {norm} is off"));
         }
         let mv = WelfordF32::finalize(moments);
-        if mv.count as f64 != want_n
-            || !close(mv.mean, want_mean, 1e-9)
-            || !close(mv.variance, want_var, 1e-9)
-        {
+        let want = MeanVar {
+            count: want_n as u64,
+            mean: want_mean,
+            variance: want_var,
+        };
+        if !mean_var_close(&mv, &want) {
             bench.failures.push(format!(
                 "Welford<f32> at n={n}: {mv:?} vs the CPU's mean {want_mean}, variance {want_var}"
             ));
@@ -455,10 +454,12 @@ fn segmented(
         let xs = x.iter().map(|v| v.to_f32() as f64);
         let (want_n, want_mean, want_var) = mean_var(xs.clone());
         let g = WelfordBf16::finalize(h_accs[r].0);
-        if g.count as f64 != want_n
-            || !close(g.mean, want_mean, 1e-9)
-            || !close(g.variance, want_var, 1e-9)
-        {
+        let want = MeanVar {
+            count: want_n as u64,
+            mean: want_mean,
+            variance: want_var,
+        };
+        if !mean_var_close(&g, &want) {
             bench.failures.push(format!(
                 "Welford<bf16> row {r} of {rows} × {cols}: {g:?} vs the CPU's mean {want_mean}, variance \
                  {want_var}"

@@ -1,6 +1,6 @@
 //! The example's kernels, embedded, and the CPU side of its checks: the same operators folded in order on
 //! the CPU, which the GPU's tree must match within rounding.
-use custom_ops::{AbsMax, SumSquares, Welford};
+use custom_ops::{AbsMax, MeanVar, SumSquares, Welford};
 use reduce_host::BF16;
 use reduce_host::custom::{KernelImages, ReduceOp};
 
@@ -30,4 +30,15 @@ pub fn close(gpu: f64, cpu: f64, rel: f64) -> bool {
     (gpu.is_nan() && cpu.is_nan())
         || gpu == cpu
         || (gpu - cpu).abs() <= rel * gpu.abs().max(cpu.abs())
+}
+
+/// The documented accuracy of [`Welford`]: the variance within 1e-6 relative, the mean within 1e-6 of its
+/// scale (its magnitude plus the standard deviation: a mean near zero of spread-out values has no relative
+/// precision to speak of), the count exact.
+pub fn mean_var_close(got: &MeanVar, want: &MeanVar) -> bool {
+    let scale = want.mean.abs() + want.variance.sqrt();
+    got.count == want.count
+        && ((got.mean.is_nan() && want.mean.is_nan())
+            || (got.mean - want.mean).abs() <= 1e-6 * scale)
+        && close(got.variance, want.variance, 1e-6)
 }

@@ -2,7 +2,7 @@
 //! lengths 0 … 2^21 + 15, NaN, ±∞ and ties, the three segment layouts, the async call, the combine
 //! strategies, repeatable bits, and the errors. The kernels are the example's, built by `reduce-builder`
 //! from `kernels/` (the test fixture of the builder). Ignored without a GPU.
-use custom_op::{KERNELS, close, cpu};
+use custom_op::{KERNELS, close, cpu, mean_var_close};
 use custom_ops::{AbsMax, MeanVar, Moments, SumSquares, Welford};
 use reduce_host::cust::memory::DeviceBuffer;
 use reduce_host::custom::{Kernels, OpAcc, ReduceOp};
@@ -85,14 +85,8 @@ fn same_f32(rel: f64) -> impl Fn(&f32, &f32) -> bool {
     move |a, b| close(*a as f64, *b as f64, rel)
 }
 
-/// The documented accuracy: the variance within 1e-6 relative, the mean within 1e-6 of its scale (its own
-/// magnitude plus the standard deviation: a mean near zero of widely spread values has no relative
-/// precision to speak of).
 fn same_mean_var(a: &MeanVar, b: &MeanVar) -> bool {
-    let scale = b.mean.abs() + b.variance.sqrt();
-    a.count == b.count
-        && ((a.mean.is_nan() && b.mean.is_nan()) || (a.mean - b.mean).abs() <= 1e-6 * scale)
-        && close(a.variance, b.variance, 1e-6)
+    mean_var_close(a, b)
 }
 
 fn bf16s(xs: &[f32]) -> Vec<BF16> {

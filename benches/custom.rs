@@ -149,7 +149,6 @@ fn mean_var(xs: impl Iterator<Item = f64> + Clone) -> (f64, f64, f64) {
     (n, mean, m2 / n)
 }
 
-
 fn main() -> ExitCode {
     support::main("custom bench", run)
 }

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | [`AbsMax`] | the largest magnitude (f32) | the scale of an FP8 cast |
 //! | [`SumSquares`] | Σ x² (f32) | the L2 norm, `sqrt` in `finalize` |
-//! | [`Welford`] | count and sums about a shift (f64), merged by Chan's formula | mean and population variance |
+//! | [`Welford`] | count, mean and M2 (f64), merged by Chan's formula | mean and population variance |
 #![no_std]
 use core::marker::PhantomData;
 
@@ -62,36 +62,23 @@ impl<T: Float> ReduceOp for SumSquares<T> {
     }
 }
 
-/// Welford's accumulator in shifted form: `n` elements summarised by their sums about a `shift`,
-/// `s1 = Σ(x − shift)` and `s2 = Σ(x − shift)²`, in f64. The mean is `shift + s1 / n` and `M2 = s2 − s1² / n`.
-/// The shift is the first element a thread sees, then the merged mean, so it sits near the data and the
-/// subtraction keeps the digits of a variance of values far from zero (`1e6 + U(0, 1)`: within about 1e-6
-/// relative of an f64 two-pass reference), where `Σx² − n·mean²` loses them all.
-///
-/// Runs of elements add to the sums without a division; only merges of two accumulators divide.
+/// Count, mean and sum of squared deviations from the mean (`M2`) of a run of elements: Welford's
+/// accumulator. In f64, so the variance of `1e6 + U(0, 1)` keeps its digits where `Σx² − n·mean²` loses
+/// them all: within about 1e-6 relative of an f64 two-pass reference (runs of 16–32 elements are summed in
+/// f32 about their own mean first; see [`Welford`]'s `fold_run`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct Moments {
     /// How many elements.
     pub n: f64,
-    /// The point the sums are taken about.
-    pub shift: f64,
-    /// `Σ (x − shift)`.
-    pub s1: f64,
-    /// `Σ (x − shift)²`.
-    pub s2: f64,
+    /// Their mean.
+    pub mean: f64,
+    /// `Σ (x − mean)²`.
+    pub m2: f64,
 }
 
-// SAFETY: four f64, no pointers, no padding.
+// SAFETY: three f64, no pointers, no padding.
 unsafe impl Pod for Moments {}
-
-impl Moments {
-    /// The mean and `M2 = Σ(x − mean)²`.
-    pub fn mean_m2(self) -> (f64, f64) {
-        let d = self.s1 / self.n;
-        (self.shift + d, (self.s2 - self.s1 * d).max(0.0))
-    }
-}
 
 /// The mean and variance of a [`Welford`] reduction.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -104,7 +91,7 @@ pub struct MeanVar {
     pub variance: f64,
 }
 
-/// Mean and variance in one read: Welford's accumulator, merged with Chan's formula.
+/// Mean and variance in one read, by Welford's accumulator merged with Chan's formula.
 pub struct Welford<T>(PhantomData<T>);
 
 impl<T: Float> ReduceOp for Welford<T> {
@@ -119,13 +106,11 @@ impl<T: Float> ReduceOp for Welford<T> {
     fn lift(x: T, _index: u64) -> Moments {
         Moments {
             n: 1.0,
-            shift: x.to_f64(),
-            s1: 0.0,
-            s2: 0.0,
+            mean: x.to_f64(),
+            m2: 0.0,
         }
     }
-    /// Chan's merge of the two means and M2s, kept about the merged mean; an empty side returns the other
-    /// exactly (the identity law).
+    /// Chan's merge; an empty side returns the other exactly (the identity law).
     fn combine(a: Moments, b: Moments) -> Moments {
         if b.n == 0.0 {
             return a;
@@ -133,64 +118,64 @@ impl<T: Float> ReduceOp for Welford<T> {
         if a.n == 0.0 {
             return b;
         }
-        let ((ma, m2a), (mb, m2b)) = (a.mean_m2(), b.mean_m2());
         let n = a.n + b.n;
-        let delta = mb - ma;
+        let delta = b.mean - a.mean;
         let f = b.n / n;
         Moments {
             n,
-            shift: ma + delta * f,
-            s1: 0.0,
-            s2: m2a + m2b + delta * delta * a.n * f,
+            mean: a.mean + delta * f,
+            m2: a.m2 + b.m2 + delta * delta * a.n * f,
         }
     }
     fn finalize(acc: Moments) -> MeanVar {
-        let (mean, m2) = acc.mean_m2();
         MeanVar {
             count: acc.n as u64,
-            mean: if acc.n > 0.0 { mean } else { f64::NAN },
-            variance: m2 / acc.n,
+            mean: if acc.n > 0.0 { acc.mean } else { f64::NAN },
+            variance: acc.m2 / acc.n,
         }
     }
 
-    /// Adds a run to the sums about the accumulator's shift (the run's first element when it is empty):
-    /// no division, and for elements of up to 4 bytes (f32, f16, bf16, exact in f32) the run is summed in
-    /// f32 about the shift rounded to f32, with only the run's two totals widened to f64 and moved to the
-    /// exact shift. Widening and merging per element would make a bf16 reduction wait on f64 arithmetic
-    /// instead of on memory.
+    /// A run's own count, mean and M2, then one merge: one division per run instead of one per element.
+    ///
+    /// Elements of up to 4 bytes (f32, f16, bf16) are exact in f32, so the run is summed in f32 about a
+    /// shift `s`, its f32 mean: `mean = s + Σd / n` and `M2 = Σd² − (Σd)² / n` with `d = x − s`. The
+    /// deviations are small and exact where the values are close, so this keeps the digits of a variance
+    /// of values far from zero, and only the run's three totals are widened to f64 (widening every element
+    /// would make a bf16 reduction wait on f64 conversions instead of on memory). Wider elements take the
+    /// same steps in f64.
     #[inline(always)]
     fn fold_run(acc: Moments, len: usize, get: impl Fn(usize) -> (T, u64)) -> Moments {
-        let shift = if acc.n == 0.0 {
-            get(0).0.to_f64()
-        } else {
-            acc.shift
-        };
         let n = len as f64;
-        let (s1, s2) = if size_of::<T>() <= 4 {
-            let t = shift as f32;
+        if size_of::<T>() <= 4 {
+            let mut sum = 0.0f32;
+            reduce_contract::each_index!(I < len, {
+                sum += get(I).0.to_f32();
+            });
+            let shift = sum / len as f32;
             let (mut sd, mut sd2) = (0.0f32, 0.0f32);
             reduce_contract::each_index!(I < len, {
-                let d = get(I).0.to_f32() - t;
+                let d = get(I).0.to_f32() - shift;
                 sd += d;
                 sd2 += d * d;
             });
-            // The run's sums about `t`, moved to the exact shift: x − shift = (x − t) + δ.
-            let (sd, sd2, delta) = (sd as f64, sd2 as f64, t as f64 - shift);
-            (sd + n * delta, sd2 + delta * (2.0 * sd + n * delta))
-        } else {
-            let (mut sd, mut sd2) = (0.0f64, 0.0f64);
-            reduce_contract::each_index!(I < len, {
-                let d = get(I).0.to_f64() - shift;
-                sd += d;
-                sd2 += d * d;
-            });
-            (sd, sd2)
-        };
-        Moments {
-            n: acc.n + n,
-            shift,
-            s1: acc.s1 + s1,
-            s2: acc.s2 + s2,
+            let (sd, sd2) = (sd as f64, sd2 as f64);
+            let run = Moments {
+                n,
+                mean: shift as f64 + sd / n,
+                m2: (sd2 - sd * sd / n).max(0.0),
+            };
+            return Self::combine(acc, run);
         }
+        let mut sum = 0.0f64;
+        reduce_contract::each_index!(I < len, {
+            sum += get(I).0.to_f64();
+        });
+        let mean = sum / n;
+        let mut m2 = 0.0f64;
+        reduce_contract::each_index!(I < len, {
+            let d = get(I).0.to_f64() - mean;
+            m2 += d * d;
+        });
+        Self::combine(acc, Moments { n, mean, m2 })
     }
 }

@@ -281,9 +281,7 @@ fn run() -> Result<bool, BoxError> {
         let host = bench.pool.host_window(n, 0);
         let xs = host.iter().map(|&x| x as f64);
         let (want_n, want_mean, want_var) = mean_var(xs.clone());
-        let want_absmax = host
-            .iter()
-            .fold(0.0f32, |a, &x| AbsMaxF32::combine(a, x.abs()));
+        let want_absmax = AbsMaxF32::finalize(custom_op::cpu::<AbsMaxF32>(host));
         let squares = SumRef::of(xs.map(|x| x * x));
         let cub_at = |op: &str| cub_of.get(op).and_then(|m| m.get(&(n as u64)).copied());
         let key = n as u64;
@@ -291,6 +289,7 @@ fn run() -> Result<bool, BoxError> {
         let sum_us = bench.builtin(false, n)?;
         let max_us = bench.builtin(true, n)?;
         let (absmax_us, absmax) = bench.user::<AbsMaxF32>(n)?;
+        let absmax = AbsMaxF32::finalize(absmax);
         let (norm_us, norm) = bench.user::<NormF32>(n)?;
         let (welford_us, moments) = bench.user::<WelfordF32>(n)?;
 
@@ -337,7 +336,7 @@ fn run() -> Result<bool, BoxError> {
             },
             Row {
                 label: "AbsMax<f32>",
-                what: "max |x|, f32 accumulator; CUB: TransformReduce(abs, max); torch: x.abs().max()",
+                what: "max |x| as the magnitude's bits (u32 max); CUB: TransformReduce(abs, max); torch: x.abs().max()",
                 us: absmax_us,
                 bytes,
                 cub: cub_at("absmax_f32"),

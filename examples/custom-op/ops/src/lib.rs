@@ -11,30 +11,29 @@ use core::marker::PhantomData;
 use reduce_contract::op::{Float, Pod, ReduceOp};
 
 /// The largest magnitude, `max |x|`; a NaN anywhere gives NaN; 0 for an empty input.
+///
+/// The accumulator is the magnitude's bits: with the sign cleared, an f32's bits order as its value does,
+/// and every NaN's bits lie above +∞'s, so one unsigned `max` both compares and propagates NaN, where a
+/// float `max` would need NaN tests around it (they cost 1 % at 2^28).
 pub struct AbsMax<T>(PhantomData<T>);
 
 impl<T: Float> ReduceOp for AbsMax<T> {
     type In = T;
-    type Acc = f32;
+    type Acc = u32;
     type Out = f32;
     const NAME: &'static str = "absmax";
 
-    fn identity() -> f32 {
-        0.0
+    fn identity() -> u32 {
+        0
     }
-    fn lift(x: T, _index: u64) -> f32 {
-        x.to_f32().abs()
+    fn lift(x: T, _index: u64) -> u32 {
+        x.to_f32().to_bits() & 0x7fff_ffff
     }
-    fn combine(a: f32, b: f32) -> f32 {
-        // NaN-propagating: `f32::max` would drop it.
-        if a.is_nan() || b.is_nan() {
-            f32::NAN
-        } else {
-            a.max(b)
-        }
+    fn combine(a: u32, b: u32) -> u32 {
+        a.max(b)
     }
-    fn finalize(acc: f32) -> f32 {
-        acc
+    fn finalize(acc: u32) -> f32 {
+        f32::from_bits(acc)
     }
 }
 

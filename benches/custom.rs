@@ -142,11 +142,15 @@ impl SumRef {
 }
 
 /// Mean and population variance by two passes in f64: the reference of `Welford`.
-fn mean_var(xs: impl Iterator<Item = f64> + Clone) -> (f64, f64, f64) {
+fn mean_var(xs: impl Iterator<Item = f64> + Clone) -> MeanVar {
     let n = xs.clone().count() as f64;
     let mean = xs.clone().sum::<f64>() / n;
     let m2: f64 = xs.map(|x| (x - mean) * (x - mean)).sum();
-    (n, mean, m2 / n)
+    MeanVar {
+        count: n as u64,
+        mean,
+        variance: m2 / n,
+    }
 }
 
 fn main() -> ExitCode {
@@ -280,7 +284,7 @@ fn run() -> Result<bool, BoxError> {
         // The references, on copy 0 (the one each row of ours is checked on).
         let host = bench.pool.host_window(n, 0);
         let xs = host.iter().map(|&x| x as f64);
-        let (want_n, want_mean, want_var) = mean_var(xs.clone());
+        let want_mv = mean_var(xs.clone());
         let want_absmax = AbsMaxF32::finalize(custom_op::cpu::<AbsMaxF32>(host));
         let squares = SumRef::of(xs.map(|x| x * x));
         let cub_at = |op: &str| cub_of.get(op).and_then(|m| m.get(&(n as u64)).copied());
@@ -304,14 +308,9 @@ fn run() -> Result<bool, BoxError> {
                 .push(format!("SumSquares<f32> at n={n}: Σx² = {norm} is off"));
         }
         let mv = WelfordF32::finalize(moments);
-        let want = MeanVar {
-            count: want_n as u64,
-            mean: want_mean,
-            variance: want_var,
-        };
-        if !mean_var_close(&mv, &want) {
+        if !mean_var_close(&mv, &want_mv) {
             bench.failures.push(format!(
-                "Welford<f32> at n={n}: {mv:?} vs the CPU's mean {want_mean}, variance {want_var}"
+                "Welford<f32> at n={n}: {mv:?} vs the CPU's {want_mv:?}"
             ));
         }
 
@@ -450,17 +449,11 @@ fn segmented(
     for r in [0, rows / 3, rows / 2, rows - 1] {
         let x = &host[r * cols..(r + 1) * cols];
         let xs = x.iter().map(|v| v.to_f32() as f64);
-        let (want_n, want_mean, want_var) = mean_var(xs.clone());
+        let want_mv = mean_var(xs.clone());
         let g = WelfordBf16::finalize(h_accs[r].0);
-        let want = MeanVar {
-            count: want_n as u64,
-            mean: want_mean,
-            variance: want_var,
-        };
-        if !mean_var_close(&g, &want) {
+        if !mean_var_close(&g, &want_mv) {
             bench.failures.push(format!(
-                "Welford<bf16> row {r} of {rows} × {cols}: {g:?} vs the CPU's mean {want_mean}, variance \
-                 {want_var}"
+                "Welford<bf16> row {r} of {rows} × {cols}: {g:?} vs the CPU's {want_mv:?}"
             ));
         }
         let (want, abs) = (xs.clone().sum::<f64>(), xs.map(f64::abs).sum::<f64>());

@@ -97,8 +97,9 @@ impl<R: ReduceOp> DeviceOp for Custom<R> {
 }
 
 /// Exports the kernels of operators for element types: for each `name = Op; types`, and each type `t` of the
-/// list, the device-wide `reduce_{partials,finalize,last_block}_<name>_<t>` and the per-segment
-/// `segmented_{tile,block,combine,rows}_<name>_<t>`, every one a thin instance of the generic bodies over
+/// list, the device-wide `reduce_{partials,finalize,last_block}_<name>_<t>`, the per-segment
+/// `segmented_{tile,block,combine,rows}_<name>_<t>`, and the global `reduce_acc_bytes_<name>_<t>`, whose size
+/// is the accumulator's (the host checks it against its own), every one a thin instance of the generic bodies over
 /// [`Custom`]. `Op` may name its element type `_`, which each type of the list fills in
 /// (`my_ops::Welford<_>`); the host finds the kernels by the operator's [`ReduceOp::NAME`], which must equal
 /// `name` (checked here, at compile time).
@@ -150,6 +151,13 @@ macro_rules! __export_types {
                         "` must read `", stringify!($ty), "` elements"),
                 );
             };
+
+            /// As many bytes as the accumulator: the host compares this global's size with its own
+            /// `size_of::<Acc>()` before it launches anything, so kernels built from another version of the
+            /// operator are refused instead of writing past the host's buffers.
+            #[unsafe(export_name = concat!("reduce_acc_bytes_", stringify!($name), "_", stringify!($ty)))]
+            pub static ACC_BYTES: [u8; ::core::mem::size_of::<<Op as $crate::op::DeviceOp>::Acc>()] =
+                [0; ::core::mem::size_of::<<Op as $crate::op::DeviceOp>::Acc>()];
 
             /// # Safety
             /// See `kernels_gpu::device::partials`.

@@ -30,6 +30,7 @@ use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
 use cust::memory::DeviceCopy;
+use reduce_contract::layout::MAX_OP_ACC_BYTES;
 pub use reduce_contract::op::{Element as OpElement, Float, Pod, ReduceOp};
 
 use crate::dispatch::Source;
@@ -235,9 +236,32 @@ impl Kernels {
                 self.module.resolve(&name, self.name)
             })
             .collect::<Result<Vec<_>>>()?;
+        // The kernels' accumulator must be the host's: kernels built from another version of the operator
+        // would write more (or fewer) bytes than the buffers the host sizes by `O::Acc`.
+        let acc_bytes = size_of::<O::Acc>();
+        let global = CString::new(format!("reduce_acc_bytes_{op}_{elem}"))
+            .map_err(|_| Error::InvalidArgument(format!("the operator name {op:?} holds a NUL")))?;
+        match self.module.global_size(&global)? {
+            Some(bytes) if bytes == acc_bytes && acc_bytes <= MAX_OP_ACC_BYTES => {}
+            Some(bytes) => {
+                return Err(Error::InvalidArgument(format!(
+                    "the kernels of {op} for {elem} in {} keep a {bytes}-byte accumulator, but this \
+                     program's {} is {acc_bytes} bytes: rebuild the kernel crate from the same operator",
+                    self.name,
+                    std::any::type_name::<O>()
+                )));
+            }
+            None => {
+                return Err(Error::MissingKernel {
+                    kernel: global.to_string_lossy().into_owned(),
+                    module: self.name,
+                    source: crate::error::DriverError::from(cust::error::CudaError::NotFound),
+                });
+            }
+        }
         let kernels = Arc::new(OpKernels {
             functions,
-            acc_bytes: size_of::<O::Acc>(),
+            acc_bytes,
             code: self.code,
         });
         resolved.push((family, op, elem, kernels.clone()));

@@ -304,3 +304,42 @@ fn an_operator_the_kernel_crate_did_not_export_is_a_missing_kernel() {
     }
     let _ = GPU;
 }
+
+/// An operator of the same name and element as the example's `AbsMax<f32>`, with another accumulator: as if
+/// the kernel crate had been built from an older version of it.
+struct StaleAbsMax;
+
+impl ReduceOp for StaleAbsMax {
+    type In = f32;
+    type Acc = [u32; 2];
+    type Out = u32;
+    const NAME: &'static str = "absmax";
+    fn identity() -> [u32; 2] {
+        [0; 2]
+    }
+    fn lift(x: f32, _: u64) -> [u32; 2] {
+        [x.to_bits() & 0x7fff_ffff, 0]
+    }
+    fn combine(a: [u32; 2], b: [u32; 2]) -> [u32; 2] {
+        [a[0].max(b[0]), 0]
+    }
+    fn finalize(acc: [u32; 2]) -> u32 {
+        acc[0]
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn kernels_of_another_accumulator_are_refused_before_any_launch() {
+    let (mut reduce, kernels) = open();
+    let d = DeviceBuffer::from_slice(&[1.0f32, -2.0]).unwrap();
+    match reduce.reduce_with::<StaleAbsMax>(&kernels, &d) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("4-byte accumulator"), "{m}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    // The real operator still runs.
+    assert_eq!(
+        reduce.reduce_with::<AbsMax<f32>>(&kernels, &d).unwrap(),
+        2.0
+    );
+}

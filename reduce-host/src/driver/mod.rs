@@ -73,6 +73,18 @@ impl Module {
         Ok(module)
     }
 
+    /// The size in bytes of the global variable `name` of this module, `None` if it has none.
+    pub fn global_size(&self, name: &CStr) -> Result<Option<usize>> {
+        let (mut ptr, mut bytes) = (0, 0usize);
+        // SAFETY: `raw` is a loaded module and `name` is NUL-terminated; the driver writes the two outputs.
+        let r = unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, self.raw, name.as_ptr()) };
+        if r == sys::cudaError_enum::CUDA_ERROR_NOT_FOUND {
+            return Ok(None);
+        }
+        check(r)?;
+        Ok(Some(bytes))
+    }
+
     /// The kernel called `kernel` in this module (named `module` in the error if it has none).
     pub fn resolve(&self, kernel: &CStr, module: &'static str) -> Result<Function> {
         Function::resolve(self, kernel).map_err(|source| Error::MissingKernel {

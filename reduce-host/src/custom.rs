@@ -226,21 +226,23 @@ impl Kernels {
             return Ok(k.clone());
         }
         let _current = self.gpu.make_current()?;
+        let c_name = |name: String| {
+            CString::new(name).map_err(|_| {
+                Error::InvalidArgument(format!("the operator name {op:?} holds a NUL"))
+            })
+        };
         let functions = family
             .kernels()
             .iter()
             .map(|kind| {
-                let name = CString::new(format!("{kind}_{op}_{elem}")).map_err(|_| {
-                    Error::InvalidArgument(format!("the operator name {op:?} holds a NUL"))
-                })?;
-                self.module.resolve(&name, self.name)
+                self.module
+                    .resolve(&c_name(format!("{kind}_{op}_{elem}"))?, self.name)
             })
             .collect::<Result<Vec<_>>>()?;
         // The kernels' accumulator must be the host's: kernels built from another version of the operator
         // would write more (or fewer) bytes than the buffers the host sizes by `O::Acc`.
         let acc_bytes = size_of::<O::Acc>();
-        let global = CString::new(format!("reduce_acc_bytes_{op}_{elem}"))
-            .map_err(|_| Error::InvalidArgument(format!("the operator name {op:?} holds a NUL")))?;
+        let global = c_name(format!("reduce_acc_bytes_{op}_{elem}"))?;
         match self.module.global_size(&global)? {
             Some(bytes) if bytes == acc_bytes && acc_bytes <= MAX_OP_ACC_BYTES => {}
             Some(bytes) => {

@@ -190,7 +190,7 @@ impl Gpu {
     /// and later from that PTX, and checks it), only sm_90 and later run it, and only drivers of CUDA 12.3
     /// or newer take the launch.
     pub(crate) fn dependent_launch(&self) -> bool {
-        self.0.info.code.arch() >= 90 && crate::driver::dependent_launch_supported()
+        dependent_launch_of(self.0.info.code)
     }
 
     /// Makes the device's context current on this thread until the returned guard drops, which puts the
@@ -261,6 +261,12 @@ impl Gpu {
             Stream::new(StreamFlags::DEFAULT, None)?,
         ))
     }
+}
+
+/// Whether kernels loaded from `code` (the built-in image, or a user's kernel crate, which `reduce-builder`
+/// assembles by the same rule) go as programmatic dependent launches: see [`Gpu::dependent_launch`].
+pub(crate) fn dependent_launch_of(code: Code) -> bool {
+    code.arch() >= 90 && crate::driver::dependent_launch_supported()
 }
 
 /// Device resources (buffers, streams, events) that are freed in their own context: `T` drops with the

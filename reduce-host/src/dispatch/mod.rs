@@ -223,9 +223,7 @@ impl<'k> Source<'k> {
     pub fn dependent_launch(self, gpu: &Gpu) -> bool {
         match self {
             Source::Builtin(_) => gpu.dependent_launch(),
-            Source::User(kernels) => {
-                kernels.code().arch() >= 90 && driver::dependent_launch_supported()
-            }
+            Source::User(kernels) => crate::gpu::dependent_launch_of(kernels.code()),
         }
     }
 

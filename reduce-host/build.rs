@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use reduce_builder::ptx::Ptx;
-use reduce_contract::kernels::modules;
+use reduce_contract::Module;
 
 /// The PTX each arch's kernels are compiled to (`-Ctarget-cpu=sm_XX`).
 const PTX_ARCHS: [u32; 3] = [75, 80, 90];
@@ -110,11 +110,11 @@ fn main() {
 
 /// Every `.entry` belongs to exactly one module, and every module's kernels are there.
 fn check_modules(arch: u32, ptx: &Ptx) {
-    let listed: Vec<&str> = modules()
-        .flat_map(|m| m.kernels.iter().map(|k| k.to_str().expect("ASCII names")))
+    let listed: Vec<String> = Module::all()
+        .flat_map(|m| m.kernels().map(|k| k.to_string()))
         .collect();
     for entry in ptx.entries() {
-        let owners = listed.iter().filter(|&&k| k == entry).count();
+        let owners = listed.iter().filter(|k| *k == entry).count();
         assert!(
             owners == 1,
             "sm_{arch}: kernel {entry} is in {owners} modules of reduce_contract::kernels; it must be in exactly one"
@@ -122,7 +122,7 @@ fn check_modules(arch: u32, ptx: &Ptx) {
     }
     for k in &listed {
         assert!(
-            ptx.entries().any(|e| e == *k),
+            ptx.entries().any(|e| e == k),
             "sm_{arch}: reduce_contract lists {k}, which kernels-gpu does not export"
         );
     }
@@ -136,7 +136,7 @@ struct Image {
 }
 
 fn ptx_image(arch: u32, ptx: &Ptx) -> Image {
-    let modules = modules()
+    let modules = Module::all()
         .map(|m| {
             let mut text = piece(ptx, m).into_bytes();
             text.push(0); // the driver takes NUL-terminated PTX
@@ -150,21 +150,18 @@ fn ptx_image(arch: u32, ptx: &Ptx) -> Image {
     }
 }
 
-fn piece(ptx: &Ptx, m: &reduce_contract::ModuleSpec) -> String {
-    let names: Vec<&str> = m
-        .kernels
-        .iter()
-        .map(|k| k.to_str().expect("ASCII names"))
-        .collect();
+fn piece(ptx: &Ptx, m: Module) -> String {
+    let names: Vec<_> = m.kernels().collect();
+    let names: Vec<&str> = names.iter().map(|k| k.as_str()).collect();
     ptx.extract(&names)
-        .unwrap_or_else(|e| panic!("module {}: {e}", m.name))
+        .unwrap_or_else(|e| panic!("module {}: {e}", m.name()))
 }
 
 /// Assembles every module of `ptx` into a cubin for sm_`gpu`, on all cores.
 fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<Vec<u8>> {
     let dir = out.join(format!("cubin-sm{gpu}"));
     std::fs::create_dir_all(&dir).expect("create the cubin folder");
-    let specs: Vec<_> = modules().collect();
+    let specs: Vec<Module> = Module::all().collect();
     let results: Vec<Mutex<Option<Vec<u8>>>> = specs.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -173,9 +170,9 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(m) = specs.get(i) else { break };
-                    let input = dir.join(format!("{}.ptx", m.name));
-                    let cubin = dir.join(format!("{}.cubin", m.name));
+                    let Some(&m) = specs.get(i) else { break };
+                    let input = dir.join(format!("{}.ptx", m.name()));
+                    let cubin = dir.join(format!("{}.cubin", m.name()));
                     std::fs::write(&input, piece(ptx, m)).expect("write a module's PTX");
                     // Spills and local memory fail the build: every kernel keeps its state in registers.
                     let run = Command::new(ptxas)
@@ -194,7 +191,7 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
                     assert!(
                         run.status.success(),
                         "ptxas -arch=sm_{gpu} failed on module {} (from sm_{source} PTX):\n{}",
-                        m.name,
+                        m.name(),
                         String::from_utf8_lossy(&run.stderr)
                     );
                     let bytes = std::fs::read(&cubin).expect("ptxas wrote the cubin");

@@ -4,7 +4,7 @@
 //! | module | what both sides take from it |
 //! |---|---|
 //! | [`op`] | [`ReduceOp`], the operator a user brings, and the [`Element`] names of its inputs |
-//! | [`kernels`] | every kernel's name and the module it is loaded in, named by typed ids ([`Module`], [`Kernel`]) |
+//! | [`kernels`] | every kernel as a type ([`Kernel`], [`Takes`]): its module, its slot, its name and its parameters |
 //! | [`params`] | one `#[repr(C)]` parameter struct per kernel family: each kernel takes one by value |
 //! | [`layout`] | accumulator layouts ([`Indexed`]) and the constants both sides size memory and grids by |
 //! | [`reproducible`] | the reproducible sum's fixed partition and accumulator arithmetic, run by both sides |
@@ -12,7 +12,7 @@
 //! Names are built in one place, by [`kernel_name!`]: the device uses it in `export_name`, and the module
 //! tables here use it for the names the host loads. The lists of kernels ([`reduce_pairs!`] and the
 //! others) are also written once: the device generates its entries from them and this crate its tables.
-//! The host's build script splits the compiled PTX by [`kernels::modules`] and refuses a build in which an
+//! The host's build script splits the compiled PTX by [`Module::all`] and refuses a build in which an
 //! entry is in no module, or a module's kernel is missing.
 #![no_std]
 #![warn(missing_docs)]
@@ -23,6 +23,6 @@ pub mod op;
 pub mod params;
 pub mod reproducible;
 
-pub use kernels::{Elem, Kernel, Module, ModuleSpec, Op, Pred, Sample};
+pub use kernels::{Elem, FloatElem, Kernel, Module, Op, Pred, Sample, Takes};
 pub use layout::{Indexed, SoftmaxStats};
 pub use op::{Element, Float, Pod, ReduceOp};

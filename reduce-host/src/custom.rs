@@ -30,6 +30,7 @@ use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
 use cust::memory::DeviceCopy;
+use reduce_contract::kernels::{Key, ReducePass, SegmentedPass};
 use reduce_contract::layout::MAX_OP_ACC_BYTES;
 pub use reduce_contract::op::{Element as OpElement, Float, Pod, ReduceOp};
 
@@ -113,22 +114,24 @@ unsafe impl<A: Pod> DeviceCopy for OpAcc<A> {}
 
 /// Which kernels of an operator: the device-wide ones, or the per-segment ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Family {
+enum OpFamily {
     Reduce,
     Segmented,
 }
 
-impl Family {
-    /// The kernels' names, in slot order (`ReduceKernel`, `SegmentedKernel`).
-    fn kernels(self) -> &'static [&'static str] {
+impl OpFamily {
+    /// The kernels' names without the operator and element, in the order of the built-in family's passes
+    /// (the slots the dispatch asks for): `reduce_partials`, … and `segmented_tile`, ….
+    fn kernels(self) -> Vec<String> {
+        fn named<K: Key>(family: &str) -> Vec<String> {
+            K::ALL
+                .iter()
+                .map(|k| format!("{family}_{}", k.word()))
+                .collect()
+        }
         match self {
-            Family::Reduce => &["reduce_partials", "reduce_finalize", "reduce_last_block"],
-            Family::Segmented => &[
-                "segmented_tile",
-                "segmented_block",
-                "segmented_combine",
-                "segmented_rows",
-            ],
+            OpFamily::Reduce => named::<ReducePass>("reduce"),
+            OpFamily::Segmented => named::<SegmentedPass>("segmented"),
         }
     }
 }
@@ -141,10 +144,10 @@ pub(crate) struct OpKernels {
 }
 
 impl OpKernels {
-    /// The kernel in `slot`; a slot the family does not have (the atomic kernel) is an error.
-    pub fn function(&self, slot: u8) -> Result<&Function> {
-        self.functions.get(slot as usize).ok_or_else(|| {
-            Error::InvalidArgument("a user's operator has no atomic kernel; use TwoPass".into())
+    /// The kernel in `slot`, its pass's position in the family's order.
+    pub fn function(&self, slot: usize) -> Result<&Function> {
+        self.functions.get(slot).ok_or_else(|| {
+            Error::InvalidArgument(format!("a user's operator has no kernel in slot {slot}"))
         })
     }
 
@@ -160,7 +163,7 @@ impl OpKernels {
 }
 
 /// One family of one operator, resolved: (family, operator name, element name, its kernels).
-type Resolved = (Family, &'static str, &'static str, Arc<OpKernels>);
+type Resolved = (OpFamily, &'static str, &'static str, Arc<OpKernels>);
 
 /// A kernel crate loaded on one device: its module (the cubin for the device, else the PTX), and the kernels
 /// of each operator resolved the first time a call uses it. Share it between handles of the same [`Gpu`].
@@ -182,7 +185,7 @@ impl Kernels {
         let codes = images.images.iter().map(|e| e.code);
         let Some(i) = images::pick(codes, major, minor, images::force_ptx()) else {
             return Err(Error::ModuleLoad {
-                module: images.name,
+                module: images.name.to_string(),
                 code: gpu.info().code,
                 message: format!(
                     "the kernel crate was built for {:?}, none of which runs on sm_{major}{minor}",
@@ -208,7 +211,7 @@ impl Kernels {
     }
 
     /// `O`'s kernels of `family`, resolved on first use; refused for a handle on another device.
-    fn family<O: ReduceOp>(&self, gpu: &Gpu, family: Family) -> Result<Arc<OpKernels>> {
+    fn family<O: ReduceOp>(&self, gpu: &Gpu, family: OpFamily) -> Result<Arc<OpKernels>> {
         if gpu.raw_context() != self.gpu.raw_context() {
             return Err(Error::InvalidArgument(format!(
                 "the kernels of {} were loaded on device {}, but this handle runs on device {}",
@@ -233,7 +236,7 @@ impl Kernels {
         };
         let functions = family
             .kernels()
-            .iter()
+            .into_iter()
             .map(|kind| {
                 self.module
                     .resolve(&c_name(format!("{kind}_{op}_{elem}"))?, self.name)
@@ -256,7 +259,7 @@ impl Kernels {
             None => {
                 return Err(Error::MissingKernel {
                     kernel: global.to_string_lossy().into_owned(),
-                    module: self.name,
+                    module: self.name.to_string(),
                     source: crate::error::DriverError::from(cust::error::CudaError::NotFound),
                 });
             }
@@ -284,7 +287,7 @@ impl DeviceReduce {
     where
         O::In: Element,
     {
-        let ops = kernels.family::<O>(self.gpu(), Family::Reduce)?;
+        let ops = kernels.family::<O>(self.gpu(), OpFamily::Reduce)?;
         let acc: O::Acc = self.blocking_with(Source::User(&ops), input.into())?;
         Ok(O::finalize(acc))
     }
@@ -304,7 +307,7 @@ impl DeviceReduce {
     where
         O::In: Element,
     {
-        let ops = kernels.family::<O>(self.gpu(), Family::Reduce)?;
+        let ops = kernels.family::<O>(self.gpu(), OpFamily::Reduce)?;
         self.enqueue_into_with(Source::User(&ops), input.into(), out.into(), stream.into())
     }
 }
@@ -323,7 +326,7 @@ impl DeviceSegmentedReduce {
     where
         O::In: Element,
     {
-        let ops = kernels.family::<O>(self.gpu(), Family::Segmented)?;
+        let ops = kernels.family::<O>(self.gpu(), OpFamily::Segmented)?;
         self.run(Source::User(&ops), input, segments, out, None)
     }
 
@@ -343,7 +346,7 @@ impl DeviceSegmentedReduce {
     where
         O::In: Element,
     {
-        let ops = kernels.family::<O>(self.gpu(), Family::Segmented)?;
+        let ops = kernels.family::<O>(self.gpu(), OpFamily::Segmented)?;
         self.run(
             Source::User(&ops),
             input,

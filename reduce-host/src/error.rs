@@ -33,7 +33,7 @@ pub enum Error {
     #[error("loading kernel module {module} ({code:?}) failed: {message}")]
     ModuleLoad {
         /// The module's name, e.g. `reduce_sum_f32`.
-        module: &'static str,
+        module: String,
         /// The code that was loaded.
         code: crate::Code,
         /// The driver's error and, for PTX, the JIT compiler's log.
@@ -46,7 +46,7 @@ pub enum Error {
         /// The kernel's name.
         kernel: String,
         /// The module's name.
-        module: &'static str,
+        module: String,
         /// The driver's error.
         source: DriverError,
     },

@@ -207,21 +207,18 @@ impl Gpu {
     }
 
     /// A kernel, its module loaded (and resolved) the first time. The context must be current.
-    pub(crate) fn function(&self, kernel: Kernel) -> Result<&Function> {
-        let slot = &self.0.modules[kernel.module.index()];
-        if let Some(m) = slot.get() {
-            return Ok(m.function(kernel.slot as usize));
+    pub(crate) fn function(&self, kernel: impl Kernel) -> Result<&Function> {
+        let module = kernel.module();
+        let loaded = &self.0.modules[module.index()];
+        if let Some(m) = loaded.get() {
+            return Ok(m.function(kernel.slot()));
         }
         let _guard = self.0.loading.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.get().is_none() {
-            let image = self.0.image.module(kernel.module)?;
-            let module = Module::load(&image, kernel.module.spec(), self.0.image.code())?;
-            let _ = slot.set(module);
+        if loaded.get().is_none() {
+            let image = self.0.image.module(module)?;
+            let _ = loaded.set(Module::load(&image, module, self.0.image.code())?);
         }
-        Ok(slot
-            .get()
-            .expect("set above")
-            .function(kernel.slot as usize))
+        Ok(loaded.get().expect("set above").function(kernel.slot()))
     }
 
     /// Enqueues a one-thread kernel that busy-waits `ns` nanoseconds on `stream`. Benchmarks put it ahead of
@@ -242,7 +239,13 @@ impl Gpu {
         };
         // SAFETY: `util_spin` touches no memory.
         unsafe {
-            crate::dispatch::launch(self, Kernel::SPIN, shape, stream.into(), SpinParams { ns })
+            crate::dispatch::launch(
+                self,
+                reduce_contract::kernels::Spin,
+                shape,
+                stream.into(),
+                SpinParams { ns },
+            )
         }
     }
 

@@ -69,7 +69,7 @@ impl Image {
         let (start, len) = self.modules[module.index()];
         miniz_oxide::inflate::decompress_to_vec(&self.blob[start..start + len]).map_err(|e| {
             Error::ModuleLoad {
-                module: module.spec().name,
+                module: module.name().to_string(),
                 code: self.code(),
                 message: format!("the embedded image does not inflate: {e:?}"),
             }

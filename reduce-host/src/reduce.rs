@@ -2,8 +2,9 @@
 //! [`crate::dispatch::reduce`].
 use cust::memory::DeviceCopy;
 use cust::stream::Stream;
+use reduce_contract::Op;
+use reduce_contract::kernels::Reduction;
 use reduce_contract::layout::MAX_OP_ACC_BYTES;
-use reduce_contract::{Module, Op};
 
 use crate::determinism::Determinism;
 use crate::dispatch::reduce::{Scratch, Strategy};
@@ -340,14 +341,14 @@ impl DeviceReduce {
         op: Op,
         input: DeviceView<'_, T>,
     ) -> Result<Acc> {
-        self.blocking_with(Source::Builtin(Module::Reduce(op, T::ELEM)), input)
+        self.blocking_with(Source::Builtin(Reduction { op, elem: T::ELEM }), input)
     }
 
     /// [`blocking`](Self::blocking) with `source`'s kernels (a built-in reduction or a user's operator),
     /// whose element is `T` and accumulator `Acc`.
     pub(crate) fn blocking_with<T: Element, Acc: Copy>(
         &mut self,
-        source: Source<'_>,
+        source: Source<'_, Reduction>,
         input: DeviceView<'_, T>,
     ) -> Result<Acc> {
         let _current = self.make_current()?;
@@ -382,7 +383,7 @@ impl DeviceReduce {
         stream: StreamRef<'_>,
     ) -> Result<()> {
         self.enqueue_into_with(
-            Source::Builtin(Module::Reduce(op, T::ELEM)),
+            Source::Builtin(Reduction { op, elem: T::ELEM }),
             input,
             out,
             stream,
@@ -393,7 +394,7 @@ impl DeviceReduce {
     /// `Acc`.
     pub(crate) fn enqueue_into_with<T: Element, Acc>(
         &mut self,
-        source: Source<'_>,
+        source: Source<'_, Reduction>,
         input: DeviceView<'_, T>,
         out: DeviceViewMut<'_, Acc>,
         stream: StreamRef<'_>,
@@ -408,22 +409,25 @@ impl DeviceReduce {
 
     fn enqueue<T: Element, Acc>(
         &mut self,
-        source: Source<'_>,
+        source: Source<'_, Reduction>,
         input: Span<T>,
         out: *mut Acc,
         homes: [Home; 2],
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
         let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
-        let sum = matches!(source, Source::Builtin(Module::Reduce(Op::Sum, _)));
-        if sum && self.determinism.reproducible_sum(T::ELEM) {
+        let sum = matches!(source, Source::Builtin(Reduction { op: Op::Sum, .. }));
+        let reproducible = T::ELEM
+            .float()
+            .filter(|_| sum && self.determinism.reproducible_sum(T::ELEM));
+        if let Some(float) = reproducible {
             // SAFETY: as below; for a float sum `Acc` is the f32 or f64 result the kernels write.
             return stream::ordered(&homes, stream, || unsafe {
                 dispatch::reproducible::enqueue(
                     &self.gpu,
                     &mut self.repro,
                     (&self.policy, self.repro_shape),
-                    T::ELEM,
+                    float,
                     input,
                     out,
                     stream,

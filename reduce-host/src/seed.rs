@@ -34,6 +34,19 @@ impl SeedVersion {
     /// Every version, in the chapter's order.
     pub const ALL: [SeedVersion; 6] = [Self::V0, Self::V1, Self::V2, Self::V3, Self::V4, Self::V5];
 
+    /// The contract's kernel of this version.
+    fn kernel(self) -> reduce_contract::kernels::SeedVersion {
+        use reduce_contract::kernels::SeedVersion as K;
+        match self {
+            Self::V0 => K::V0,
+            Self::V1 => K::V1,
+            Self::V2 => K::V2,
+            Self::V3 => K::V3,
+            Self::V4 => K::V4,
+            Self::V5 => K::V5,
+        }
+    }
+
     /// What the version changes, in a few words.
     pub fn change(self) -> &'static str {
         match self {
@@ -174,7 +187,7 @@ impl SeedReduce {
             let r = unsafe {
                 dispatch::seed::enqueue(
                     &self.gpu,
-                    version as u8,
+                    version.kernel(),
                     grid as u32,
                     input,
                     partials,

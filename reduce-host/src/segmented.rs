@@ -2,13 +2,14 @@
 //! the fused softmax statistics; [`Segments`] says where the segments are. The launches are in
 //! [`crate::dispatch::segmented`].
 use cust::stream::Stream;
-use reduce_contract::{Module, Op, Sample};
+use reduce_contract::kernels::PerSegment;
+use reduce_contract::{Op, Sample};
 
 use crate::determinism::Determinism;
+use crate::dispatch::Span;
 #[doc(hidden)]
 pub use crate::dispatch::segmented::PlanOverrides;
-use crate::dispatch::segmented::{self, Layout, Scratch};
-use crate::dispatch::{Source, Span};
+use crate::dispatch::segmented::{self, Kernels, Layout, Scratch};
 use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::{Error, Result};
@@ -168,12 +169,13 @@ impl DeviceSegmentedReduce {
         Ok(())
     }
 
-    /// The module of a sum of `T`: the reproducible kernels for float sums under `GpuToGpu`.
-    fn sum_module<T: SumElement>(&self) -> Module {
-        if self.determinism.reproducible_sum(T::ELEM) {
-            Module::ReproSegments(T::ELEM)
-        } else {
-            Module::Segmented(Op::Sum, T::ELEM)
+    /// The kernels of a sum of `T`: the reproducible kernels for float sums under `GpuToGpu`.
+    fn sum_kernels<T: SumElement>(&self) -> Kernels<'static> {
+        match T::ELEM.float() {
+            Some(float) if self.determinism.reproducible_sum(T::ELEM) => {
+                Kernels::Reproducible(float)
+            }
+            _ => PerSegment::Op(Op::Sum, T::ELEM).into(),
         }
     }
 
@@ -187,7 +189,7 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, T::Acc>>,
     ) -> Result<()> {
-        let module = self.sum_module::<T>();
+        let module = self.sum_kernels::<T>();
         self.run(module, input, segments, out, None)
     }
 
@@ -199,7 +201,7 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, T>>,
     ) -> Result<()> {
-        let module = Module::Segmented(Op::Max, T::ELEM);
+        let module = PerSegment::Op(Op::Max, T::ELEM);
         self.run(module, input, segments, out, None)
     }
 
@@ -211,7 +213,7 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, T>>,
     ) -> Result<()> {
-        let module = Module::Segmented(Op::Min, T::ELEM);
+        let module = PerSegment::Op(Op::Min, T::ELEM);
         self.run(module, input, segments, out, None)
     }
 
@@ -224,7 +226,7 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
     ) -> Result<()> {
-        let module = Module::Segmented(Op::ArgMax, T::ELEM);
+        let module = PerSegment::Op(Op::ArgMax, T::ELEM);
         self.run(module, input, segments, out, None)
     }
 
@@ -235,7 +237,7 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
     ) -> Result<()> {
-        let module = Module::Segmented(Op::ArgMin, T::ELEM);
+        let module = PerSegment::Op(Op::ArgMin, T::ELEM);
         self.run(module, input, segments, out, None)
     }
 
@@ -249,7 +251,7 @@ impl DeviceSegmentedReduce {
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, SoftmaxStats>>,
     ) -> Result<()> {
-        let module = Module::Softmax(T::SAMPLE);
+        let module = PerSegment::Softmax(T::SAMPLE);
         self.run(module, input, segments, out, None)
     }
 
@@ -269,7 +271,7 @@ impl DeviceSegmentedReduce {
         out: impl Into<DeviceViewMut<'b, T::Acc>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let module = self.sum_module::<T>();
+        let module = self.sum_kernels::<T>();
         self.run(module, input, segments, out, Some(stream.into()))
     }
 
@@ -284,7 +286,7 @@ impl DeviceSegmentedReduce {
         out: impl Into<DeviceViewMut<'b, T>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let module = Module::Segmented(Op::Max, T::ELEM);
+        let module = PerSegment::Op(Op::Max, T::ELEM);
         self.run(module, input, segments, out, Some(stream.into()))
     }
 
@@ -299,7 +301,7 @@ impl DeviceSegmentedReduce {
         out: impl Into<DeviceViewMut<'b, T>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let module = Module::Segmented(Op::Min, T::ELEM);
+        let module = PerSegment::Op(Op::Min, T::ELEM);
         self.run(module, input, segments, out, Some(stream.into()))
     }
 
@@ -314,7 +316,7 @@ impl DeviceSegmentedReduce {
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let module = Module::Segmented(Op::ArgMax, T::ELEM);
+        let module = PerSegment::Op(Op::ArgMax, T::ELEM);
         self.run(module, input, segments, out, Some(stream.into()))
     }
 
@@ -329,7 +331,7 @@ impl DeviceSegmentedReduce {
         out: impl Into<DeviceViewMut<'b, Indexed<T>>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let module = Module::Segmented(Op::ArgMin, T::ELEM);
+        let module = PerSegment::Op(Op::ArgMin, T::ELEM);
         self.run(module, input, segments, out, Some(stream.into()))
     }
 
@@ -344,7 +346,7 @@ impl DeviceSegmentedReduce {
         out: impl Into<DeviceViewMut<'b, SoftmaxStats>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let module = Module::Softmax(T::SAMPLE);
+        let module = PerSegment::Softmax(T::SAMPLE);
         self.run(module, input, segments, out, Some(stream.into()))
     }
 
@@ -352,13 +354,13 @@ impl DeviceSegmentedReduce {
     /// stream, waiting for it and reporting bad offsets. The one place streams are chosen.
     pub(crate) fn run<'a, 'b, 'k, T: Element + 'a, Acc: 'b>(
         &mut self,
-        source: impl Into<Source<'k>>,
+        kernels: impl Into<Kernels<'k>>,
         input: impl Into<DeviceView<'a, T>>,
         segments: Segments<'_>,
         out: impl Into<DeviceViewMut<'b, Acc>>,
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
-        let (source, input, out) = (source.into(), input.into(), out.into());
+        let (kernels, input, out) = (kernels.into(), input.into(), out.into());
         let _current = self.gpu.make_current()?;
         let [begin_home, end_home] = segments.homes();
         let homes = [input.home(), out.home(), begin_home, end_home];
@@ -386,7 +388,7 @@ impl DeviceSegmentedReduce {
             segmented::enqueue(
                 &self.gpu,
                 &mut self.scratch,
-                source,
+                kernels,
                 input_span,
                 layout,
                 out.as_mut_ptr(),

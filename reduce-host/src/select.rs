@@ -3,6 +3,8 @@
 use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
 use reduce_contract::Pred;
+use reduce_contract::kernels::{SelectFlagged, SelectKernel, SelectPass, Takes};
+use reduce_contract::params::SelectParams;
 
 use crate::dispatch::select::{Scratch, Selection};
 use crate::dispatch::{self, Span};
@@ -20,9 +22,29 @@ mod sealed {
 }
 
 /// Element types the compaction kernels are built for (f32).
-pub trait SelectElement: Element {}
+pub trait SelectElement: Element {
+    /// The kernels by predicate, which take this element's parameters.
+    #[doc(hidden)]
+    type ByPredicate: Takes<SelectParams<Self>>;
+    /// The kernel by byte mask.
+    #[doc(hidden)]
+    type ByFlags: Takes<SelectParams<Self>>;
+    /// The kernel of `pred` and `pass`.
+    #[doc(hidden)]
+    fn by_predicate(pred: Pred, pass: SelectPass) -> Self::ByPredicate;
+    /// The kernel by byte mask.
+    #[doc(hidden)]
+    const BY_FLAGS: Self::ByFlags;
+}
 
-impl SelectElement for f32 {}
+impl SelectElement for f32 {
+    type ByPredicate = SelectKernel;
+    type ByFlags = SelectFlagged;
+    fn by_predicate(pred: Pred, pass: SelectPass) -> SelectKernel {
+        SelectKernel(pred, pass)
+    }
+    const BY_FLAGS: SelectFlagged = SelectFlagged;
+}
 
 /// A test on one element that selects it, mirrored by a device type of the same name; the threshold, when
 /// the test has one, is a kernel parameter.

@@ -1,7 +1,7 @@
 //! A launch path for kernels-gpu's one-block test kernels (`test_*`), so the GPU tests can check device
 //! primitives lane by lane. Not part of the supported API.
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy};
-use reduce_contract::Kernel;
+use reduce_contract::kernels::TestKernel;
 use reduce_contract::layout::SMEM_BYTES;
 use reduce_contract::params::LaneParams;
 
@@ -34,7 +34,7 @@ impl Gpu {
         arg: u32,
     ) -> Result<Vec<X>> {
         let threads = input.len();
-        let kernel = Kernel::testing(name).filter(|_| name.starts_with("test_"));
+        let kernel = TestKernel::named(name).filter(|_| name.starts_with("test_"));
         let Some(kernel) =
             kernel.filter(|_| threads.is_multiple_of(32) && (32..=1024).contains(&threads))
         else {

@@ -24,7 +24,7 @@ fn error_messages_say_what_happened() {
     );
     assert!(e.to_string().contains("it needs 7.5 or newer"));
     let e = Error::ModuleLoad {
-        module: "reduce_sum_f32",
+        module: "reduce_sum_f32".into(),
         code: reduce_host::Code::Ptx { arch: 90 },
         message: "a PTX JIT compilation failed\nptxas fatal: bad".into(),
     };
@@ -65,34 +65,30 @@ fn indexed_has_the_device_layout_for_every_element() {
 
 #[test]
 fn every_element_names_its_kernels_and_accumulator() {
-    use reduce_contract::kernels::ReduceKernel;
+    use reduce_contract::kernels::{Family, ReducePass, Reduction, SumAtomic};
     use reduce_contract::{Kernel, Op};
     fn check<T: SumElement>(name: &str, acc: &str) {
         assert_eq!(std::any::type_name::<T::Acc>(), acc, "{name}");
-        let kernel = |op, k| {
-            Kernel::reduce(op, T::ELEM, k)
+        let kernel = |op, pass| {
+            Reduction { op, elem: T::ELEM }
+                .kernel(pass)
                 .name()
-                .to_str()
-                .unwrap()
-                .to_owned()
+                .to_string()
         };
         assert_eq!(
-            kernel(Op::Sum, ReduceKernel::Partials),
+            kernel(Op::Sum, ReducePass::Partials),
             format!("reduce_partials_sum_{name}")
         );
         assert_eq!(
-            kernel(Op::Sum, ReduceKernel::Atomic),
+            SumAtomic(T::ELEM).name().to_string(),
             format!("reduce_atomic_sum_{name}")
         );
         assert_eq!(
-            kernel(Op::ArgMin, ReduceKernel::LastBlock),
+            kernel(Op::ArgMin, ReducePass::LastBlock),
             format!("reduce_last_block_argmin_{name}")
         );
         assert_eq!(
-            reduce_contract::Module::Reduce(Op::Max, T::ELEM)
-                .spec()
-                .kernels
-                .len(),
+            reduce_contract::Module::Reduce(Op::Max, T::ELEM).kernel_count(),
             3,
             "no atomic max"
         );
@@ -107,9 +103,9 @@ fn every_element_names_its_kernels_and_accumulator() {
     check::<u64>("u64", "u64");
     check::<u8>("u8", "u64");
     // 9 types × 5 operators × 3 kernels, plus 9 atomic sums.
-    let reduction_kernels: usize = reduce_contract::kernels::modules()
-        .filter(|m| matches!(m.module, reduce_contract::Module::Reduce(..)))
-        .map(|m| m.kernels.len())
+    let reduction_kernels: usize = reduce_contract::Module::all()
+        .filter(|m| matches!(m, reduce_contract::Module::Reduce(..)))
+        .map(|m| m.kernel_count())
         .sum();
     assert_eq!(reduction_kernels, 9 * 5 * 3 + 9);
 }

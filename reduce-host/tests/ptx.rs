@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use reduce_contract::kernels::modules;
-use reduce_contract::{Elem, Module, Op, Pred, Sample};
+use reduce_contract::kernels::every_kernel;
+use reduce_contract::{Elem, FloatElem, Module, Op, Pred, Sample};
 use reduce_host::images::embedded_ptx;
 
 /// Finds ptxas as the build does: `$PTXAS`, the PATH, then what `scripts/setup.sh` installs in `.deps/`.
@@ -49,21 +49,21 @@ fn body<'a>(text: &'a str, name: &str) -> &'a str {
 
 #[test]
 fn every_module_holds_exactly_its_kernels() {
-    for m in modules() {
-        for (arch, text) in ptx(m.module) {
+    for m in Module::all() {
+        for (arch, text) in ptx(m) {
             let entries = text.matches(".entry ").count();
             assert_eq!(
                 entries,
-                m.kernels.len(),
+                m.kernel_count(),
                 "sm_{arch} {}: {entries} entries",
-                m.name
+                m.name()
             );
-            for k in m.kernels {
-                let name = k.to_str().unwrap();
+            for k in m.kernels() {
+                let name = k.as_str();
                 assert!(
                     text.contains(&format!(".entry {name}(")),
                     "sm_{arch} {}: no {name}",
-                    m.name
+                    m.name()
                 );
             }
         }
@@ -72,31 +72,38 @@ fn every_module_holds_exactly_its_kernels() {
 
 #[test]
 fn production_modules_hold_no_test_kernels() {
-    for m in modules().filter(|m| !m.module.test_only()) {
-        for (arch, text) in ptx(m.module) {
-            assert!(!text.contains(".entry test_"), "sm_{arch} {}", m.name);
-            assert!(!text.contains(".entry util_"), "sm_{arch} {}", m.name);
+    for m in Module::all().filter(|m| !m.test_only()) {
+        for (arch, text) in ptx(m) {
+            assert!(!text.contains(".entry test_"), "sm_{arch} {}", m.name());
+            assert!(!text.contains(".entry util_"), "sm_{arch} {}", m.name());
         }
     }
 }
 
+/// Every kernel takes one parameter, the struct its typed id `Takes`: the same size as the host's
+/// `size_of` of that struct, 8-byte aligned.
 #[test]
-fn every_kernel_takes_one_parameter_struct() {
-    for m in modules() {
-        for (arch, text) in ptx(m.module) {
-            for k in m.kernels {
-                let name = k.to_str().unwrap();
-                let b = body(&text, name);
-                let head = &b[..b.find(')').unwrap()];
-                assert_eq!(
-                    head.matches(".param").count(),
-                    1,
-                    "sm_{arch} {name}: {head}"
-                );
-                assert!(head.contains(".align 8 .b8"), "sm_{arch} {name}: {head}");
-            }
+fn every_kernel_takes_its_parameter_struct() {
+    let mut checked = 0;
+    for (m, name, bytes) in every_kernel() {
+        for (arch, text) in ptx(m) {
+            let b = body(&text, name.as_str());
+            let head = &b[..b.find(')').unwrap()];
+            assert_eq!(
+                head.matches(".param").count(),
+                1,
+                "sm_{arch} {name}: {head}"
+            );
+            let declared = format!(".param .align 8 .b8 {name}_param_0[{bytes}]");
+            assert!(
+                head.contains(&declared),
+                "sm_{arch} {name}: {head} is not {bytes} bytes"
+            );
+            checked += 1;
         }
     }
+    let kernels: usize = Module::all().map(|m| m.kernel_count()).sum();
+    assert!(checked >= kernels, "{checked} checks of {kernels} kernels");
 }
 
 #[test]
@@ -125,9 +132,10 @@ fn kernels_use_the_instructions_they_rely_on() {
 
 #[test]
 fn every_partials_kernel_reads_with_16_byte_loads() {
-    for m in modules().filter(|m| matches!(m.module, Module::Reduce(..))) {
-        for (arch, text) in ptx(m.module) {
-            let name = m.kernels[0].to_str().unwrap();
+    for m in Module::all().filter(|m| matches!(m, Module::Reduce(..))) {
+        for (arch, text) in ptx(m) {
+            let name = m.kernel(0).unwrap();
+            let name = name.as_str();
             assert!(name.starts_with("reduce_partials_"));
             assert!(
                 body(&text, name).contains("ld.global.nc.L1::no_allocate.v4.u32"),
@@ -143,12 +151,10 @@ fn every_partials_kernel_reads_with_16_byte_loads() {
 /// stream order).
 #[test]
 fn reduce_kernels_wait_for_their_predecessor_from_sm_90() {
-    for m in modules().filter(|m| matches!(m.module, Module::Reduce(..))) {
-        for (arch, text) in ptx(m.module) {
-            let (partials, finalize) = (
-                m.kernels[0].to_str().unwrap(),
-                m.kernels[1].to_str().unwrap(),
-            );
+    for m in Module::all().filter(|m| matches!(m, Module::Reduce(..))) {
+        for (arch, text) in ptx(m) {
+            let (partials, finalize) = (m.kernel(0).unwrap(), m.kernel(1).unwrap());
+            let (partials, finalize) = (partials.as_str(), finalize.as_str());
             assert!(partials.starts_with("reduce_partials_"), "{partials}");
             assert!(finalize.starts_with("reduce_finalize_"), "{finalize}");
             for name in [partials, finalize] {
@@ -215,13 +221,13 @@ fn ptxas_accepts_every_module_without_spills_or_stack() {
     let ptxas = ptxas();
     let dir = std::env::temp_dir().join(format!("reduce-host-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for m in modules() {
-        for (arch, text) in ptx(m.module) {
-            let src = dir.join(format!("{}-sm{arch}.ptx", m.name));
+    for m in Module::all() {
+        for (arch, text) in ptx(m) {
+            let src = dir.join(format!("{}-sm{arch}.ptx", m.name()));
             std::fs::write(&src, &text).unwrap();
             let out = Command::new(&ptxas)
                 .args(["-v", &format!("-arch=sm_{arch}"), "-o"])
-                .arg(dir.join(format!("{}-sm{arch}.cubin", m.name)))
+                .arg(dir.join(format!("{}-sm{arch}.cubin", m.name())))
                 .arg(&src)
                 .output()
                 .expect("run ptxas");
@@ -229,7 +235,7 @@ fn ptxas_accepts_every_module_without_spills_or_stack() {
             assert!(
                 out.status.success(),
                 "ptxas rejected {} sm_{arch}:\n{log}",
-                m.name
+                m.name()
             );
             let mut kernels = 0;
             let mut current = String::new();
@@ -247,7 +253,7 @@ fn ptxas_accepts_every_module_without_spills_or_stack() {
                     );
                 }
             }
-            assert_eq!(kernels, m.kernels.len(), "{} sm_{arch}", m.name);
+            assert_eq!(kernels, m.kernel_count(), "{} sm_{arch}", m.name());
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -255,12 +261,12 @@ fn ptxas_accepts_every_module_without_spills_or_stack() {
 
 #[test]
 fn segmented_kernels_use_16_byte_loads_shuffles_and_no_panic_paths() {
-    for m in modules().filter(|m| matches!(m.module, Module::Segmented(..) | Module::Softmax(_))) {
-        for (arch, text) in ptx(m.module) {
+    for m in Module::all().filter(|m| matches!(m, Module::Segmented(..) | Module::Softmax(_))) {
+        for (arch, text) in ptx(m) {
             // Tile, block and rows read the segments; combine reads partials. Rows (a thread per row)
             // needs no shuffle.
-            for (i, k) in m.kernels.iter().enumerate().filter(|&(i, _)| i != 2) {
-                let name = k.to_str().unwrap();
+            for (i, k) in m.kernels().enumerate().filter(|&(i, _)| i != 2) {
+                let name = k.as_str();
                 let b = body(&text, name);
                 assert!(
                     b.contains("ld.global.nc.L1::no_allocate.v4.u32"),
@@ -275,7 +281,7 @@ fn segmented_kernels_use_16_byte_loads_shuffles_and_no_panic_paths() {
             assert!(
                 !text.contains("panic"),
                 "sm_{arch} {}: a panic path",
-                m.name
+                m.name()
             );
         }
     }
@@ -290,10 +296,10 @@ fn segmented_kernels_use_16_byte_loads_shuffles_and_no_panic_paths() {
 #[test]
 fn reproducible_kernels_round_every_addition_and_fuse_nothing() {
     for (elem, load) in [
-        (Elem::F32, "ld.global.nc.L1::no_allocate.b32"),
-        (Elem::F64, "ld.global.nc.L1::no_allocate.b64"),
-        (Elem::F16, "ld.global.nc.L1::no_allocate.b16"),
-        (Elem::BF16, "ld.global.nc.L1::no_allocate.b16"),
+        (FloatElem::F32, "ld.global.nc.L1::no_allocate.b32"),
+        (FloatElem::F64, "ld.global.nc.L1::no_allocate.b64"),
+        (FloatElem::F16, "ld.global.nc.L1::no_allocate.b16"),
+        (FloatElem::BF16, "ld.global.nc.L1::no_allocate.b16"),
     ] {
         // The device-wide kernels and the per-segment ones rest on the same arithmetic.
         let texts = ptx(Module::ReproSum(elem))

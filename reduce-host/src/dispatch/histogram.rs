@@ -1,9 +1,9 @@
 //! Histograms: which kernel counts where (private copies in shared memory, or global atomics), the shared
 //! memory and grid that takes, and the launch.
-use reduce_contract::kernels::HistogramKernel;
+use reduce_contract::Sample;
+use reduce_contract::kernels::{Counter, HistogramBytes, HistogramKernel, Place};
 use reduce_contract::layout::{MAX_COPIES_LOG2, MAX_SHARED_BINS, SHARED_LIMIT, SMEM_BYTES};
 use reduce_contract::params::HistogramParams;
-use reduce_contract::{Kernel, Sample};
 
 use super::{Span, launch};
 use crate::driver::{self, Launch};
@@ -12,10 +12,17 @@ use crate::gpu::Gpu;
 use crate::stream::StreamRef;
 use crate::tuning;
 
+/// The histogram kernels: even bins of a float sample, or the bytes'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Counting {
+    Even(HistogramKernel),
+    Bytes(HistogramBytes),
+}
+
 /// Which kernel, and what it is told.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Plan {
-    kernel: Kernel,
+    kernel: Counting,
     pub bins: u32,
     shared_bytes: u32,
     /// `log2` of the private copies per block (the shared kernels' `copies_log2`).
@@ -29,14 +36,13 @@ impl Plan {
     pub fn even(sample: Sample, wide: bool, bins: u32, range: [f32; 3]) -> Plan {
         let shared = bins <= MAX_SHARED_BINS;
         let copies_log2 = copies_log2(bins);
-        let kernel = match (shared, wide) {
-            (true, false) => HistogramKernel::SharedU32,
-            (true, true) => HistogramKernel::SharedU64,
-            (false, false) => HistogramKernel::GlobalU32,
-            (false, true) => HistogramKernel::GlobalU64,
+        let kernel = HistogramKernel {
+            sample,
+            place: if shared { Place::Shared } else { Place::Global },
+            counter: counter(wide),
         };
         Plan {
-            kernel: Kernel::histogram(sample, kernel),
+            kernel: Counting::Even(kernel),
             bins,
             shared_bytes: if shared { (bins << copies_log2) * 4 } else { 0 }.max(SMEM_BYTES),
             copies_log2,
@@ -48,13 +54,18 @@ impl Plan {
     pub fn bytes(wide: bool) -> Plan {
         let copies_log2 = copies_log2(256);
         Plan {
-            kernel: Kernel::histogram_bytes(wide),
+            kernel: Counting::Bytes(HistogramBytes(counter(wide))),
             bins: 256,
             shared_bytes: (256 << copies_log2) * 4,
             copies_log2,
             range: [0.0; 3],
         }
     }
+}
+
+/// The counter type: `u64` when `wide`.
+fn counter(wide: bool) -> Counter {
+    if wide { Counter::U64 } else { Counter::U32 }
 }
 
 /// Private copies per block, as a power of two: one per lane (32) when they fit in shared memory, which makes
@@ -83,7 +94,10 @@ pub(crate) unsafe fn enqueue<T, C>(
     if input.is_empty() {
         return Ok(());
     }
-    let f = gpu.function(plan.kernel)?;
+    let f = match plan.kernel {
+        Counting::Even(k) => gpu.function(k)?,
+        Counting::Bytes(k) => gpu.function(k)?,
+    };
     let threads = tuning::HISTOGRAM_THREADS;
     let block = f.fit_block(threads);
     let shape = Launch {
@@ -110,7 +124,12 @@ pub(crate) unsafe fn enqueue<T, C>(
     };
     // SAFETY: `input` is valid for `n` reads and `out` for `bins` counters (the caller); the range was
     // checked by `EvenBins::new`; the shared kernels get `4 · bins · 2^copies_log2` bytes of shared memory.
-    unsafe { launch(gpu, plan.kernel, shape, stream, params) }
+    unsafe {
+        match plan.kernel {
+            Counting::Even(k) => launch(gpu, k, shape, stream, params),
+            Counting::Bytes(k) => launch(gpu, k, shape, stream, params),
+        }
+    }
 }
 
 /// Grid for `n` samples: the reduction's sizing, capped at one resident wave, and with enough blocks that
@@ -129,6 +148,7 @@ const _: () = assert!(MAX_SHARED_BINS * 4 <= SHARED_LIMIT);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reduce_contract::Kernel;
 
     fn plan(bins: u32) -> Plan {
         Plan::even(Sample::F32, false, bins, [0.0, 1.0, bins as f32])
@@ -148,21 +168,19 @@ mod tests {
         );
         let most = plan(MAX_SHARED_BINS);
         assert_eq!((most.copies_log2, most.shared_bytes), (0, 48 * 1024));
-        assert_eq!(
-            most.kernel,
-            Kernel::histogram(Sample::F32, HistogramKernel::SharedU32)
-        );
+        let name = |p: Plan| match p.kernel {
+            Counting::Even(k) => k.name().to_string(),
+            Counting::Bytes(k) => k.name().to_string(),
+        };
+        assert_eq!(name(most), "histogram_shared_f32_u32");
         let global = plan(MAX_SHARED_BINS + 1);
-        assert_eq!(
-            global.kernel,
-            Kernel::histogram(Sample::F32, HistogramKernel::GlobalU32)
-        );
+        assert_eq!(name(global), "histogram_global_f32_u32");
         assert_eq!(global.shared_bytes, SMEM_BYTES);
         assert_eq!(
-            Plan::even(Sample::BF16, true, 10, [0.0; 3]).kernel.name(),
-            c"histogram_shared_bf16_u64"
+            name(Plan::even(Sample::BF16, true, 10, [0.0; 3])),
+            "histogram_shared_bf16_u64"
         );
-        assert_eq!(Plan::bytes(false).kernel.name(), c"histogram_bytes_u32");
+        assert_eq!(name(Plan::bytes(false)), "histogram_bytes_u32");
         assert_eq!(Plan::bytes(true).shared_bytes, 32 * 1024);
     }
 }

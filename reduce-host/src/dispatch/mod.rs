@@ -1,7 +1,7 @@
 //! The dispatch layer, between [`crate::driver`] and the handles: for every kernel family, the argument
-//! checks, the grid, the ordering of scratch reuse and the launch. Each family launches through one typed
-//! function, [`launch`], with its `reduce_contract::params` struct; the handles above only choose kernels
-//! and present results.
+//! checks, the grid, the ordering of scratch reuse and the launch. Every launch goes through [`launch`] or
+//! [`Source::launch`], which take a typed kernel (`reduce_contract::kernels`) and the parameter struct it
+//! `Takes`; the handles above only choose kernels and present results.
 pub(crate) mod histogram;
 pub(crate) mod reduce;
 pub(crate) mod reproducible;
@@ -11,11 +11,7 @@ pub(crate) mod select;
 
 use std::marker::PhantomData;
 
-use reduce_contract::params::{
-    HistogramParams, LaneParams, ReduceParams, ReproParams, SegmentedParams, SelectParams,
-    SpinParams,
-};
-use reduce_contract::{Kernel, Module};
+use reduce_contract::kernels::{Family, Key, Takes};
 
 use crate::custom::OpKernels;
 use crate::driver::{self, Function, Launch, Order};
@@ -149,62 +145,25 @@ impl<T> Span<T> {
     }
 }
 
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// A kernel family's parameter struct: which modules take it.
-pub(crate) trait Params: sealed::Sealed {
-    /// Whether kernels of `module` take this struct.
-    fn taken_by(module: Module) -> bool;
-}
-
-macro_rules! params {
-    ($([$($g:ident),*] $t:ty => ($pattern:pat);)*) => {$(
-        impl<$($g),*> sealed::Sealed for $t {}
-        impl<$($g),*> Params for $t {
-            fn taken_by(module: Module) -> bool {
-                matches!(module, $pattern)
-            }
-        }
-    )*};
-}
-params! {
-    [In, Acc] ReduceParams<In, Acc> => (Module::Reduce(..) | Module::Seed);
-    [In, Acc, Out] ReproParams<In, Acc, Out> => (Module::ReproSum(_));
-    [T, C] HistogramParams<T, C> => (Module::Histogram(_) | Module::HistogramBytes);
-    [T] SelectParams<T> => (Module::Select(_) | Module::SelectFlagged);
-    [In, Acc, Partial] SegmentedParams<In, Acc, Partial> => (Module::Segmented(..) | Module::Softmax(_) | Module::ReproSegments(_));
-    [X] LaneParams<X> => (Module::Testing);
-    [] SpinParams => (Module::Testing);
-}
-
-/// Where one reduction's kernels come from: the built-in images (a contract [`Module`], its kernels by
-/// slot), or a user's kernel crate ([`OpKernels`], resolved by the operator's name). Every family that runs
-/// user operators (device-wide and per segment) takes one, so a user's operator goes through the same
-/// checks, grids, scratch ordering and launches as the built-ins.
+/// Where one reduction's kernels come from: the built-in images (a contract [`Family`], its kernels by
+/// pass), or a user's kernel crate ([`OpKernels`], resolved by the operator's name in the same pass
+/// order). Every family that runs user operators (device-wide and per segment) takes one, so a user's
+/// operator goes through the same checks, grids, scratch ordering and launches as the built-ins.
 #[derive(Clone, Copy)]
-pub(crate) enum Source<'k> {
-    Builtin(Module),
+pub(crate) enum Source<'k, F> {
+    Builtin(F),
     User(&'k OpKernels),
 }
 
-impl From<Module> for Source<'_> {
-    fn from(module: Module) -> Self {
-        Source::Builtin(module)
-    }
-}
-
-impl<'k> Source<'k> {
-    /// The kernel in `slot` of the family's order (`ReduceKernel`, `SegmentedKernel`), loading the module
-    /// the first time. The context must be current.
-    pub fn function<'a>(self, gpu: &'a Gpu, slot: u8) -> Result<&'a Function>
+impl<'k, F: Family> Source<'k, F> {
+    /// The kernel of `pass`, loading its module the first time. The context must be current.
+    pub fn function<'a>(self, gpu: &'a Gpu, pass: F::Pass) -> Result<&'a Function>
     where
         'k: 'a,
     {
         match self {
-            Source::Builtin(module) => gpu.function(Kernel { module, slot }),
-            Source::User(kernels) => kernels.function(slot),
+            Source::Builtin(family) => gpu.function(family.kernel(pass)),
+            Source::User(kernels) => kernels.function(pass.ordinal()),
         }
     }
 
@@ -227,78 +186,51 @@ impl<'k> Source<'k> {
         }
     }
 
-    /// Launches the kernel in `slot` with `params`, in `order` ([`Order::Programmatic`] falls back to
+    /// Launches the kernel of `pass` with `params`, in `order` ([`Order::Programmatic`] falls back to
     /// stream order where [`dependent_launch`](Self::dependent_launch) is false).
     ///
     /// # Safety
     /// As [`launch`]; with [`Order::Programmatic`], the kernel calls `arch::wait_for_primary` before it
     /// touches any memory but its parameter (the reduce family's partials and finalize kernels, built-in or
-    /// a user's, do). For a user's kernels, `P` must be the params struct of the family of `slot`, built
-    /// from the operator's `In` and `Acc`.
-    pub unsafe fn launch<P: Params>(
+    /// a user's, do). For a user's kernels, `P` must be built from the operator's `In` and `Acc` (the
+    /// built-ins' pairing is checked by `Takes`).
+    pub unsafe fn launch<P>(
         self,
         gpu: &Gpu,
-        slot: u8,
+        pass: F::Pass,
         shape: Launch,
         stream: StreamRef<'_>,
         params: P,
         order: Order,
-    ) -> Result<()> {
+    ) -> Result<()>
+    where
+        F::Kernel: Takes<P>,
+    {
         let order = if order == Order::Programmatic && self.dependent_launch(gpu) {
             Order::Programmatic
         } else {
             Order::Stream
         };
-        match self {
-            // SAFETY: forwarded to the caller.
-            Source::Builtin(module) => unsafe {
-                launch_ordered(gpu, Kernel { module, slot }, shape, stream, params, order)
-            },
-            // SAFETY: forwarded to the caller, who builds `P` from the operator's types.
-            Source::User(kernels) => unsafe {
-                driver::launch(kernels.function(slot)?, shape, stream, &params, order)
-            },
-        }
+        // SAFETY (both arms): forwarded to the caller; the built-in kernel takes `P` (the bound).
+        unsafe { driver::launch(self.function(gpu, pass)?, shape, stream, &params, order) }
     }
 }
 
-/// Launches `kernel` with its family's parameters: the one typed launch of every family.
+/// Launches a built-in `kernel` with its family's parameters: `K: Takes<P>` makes a wrong pairing a
+/// compile error.
 ///
 /// # Safety
 /// Every pointer in `params` must be valid for what `kernel`'s body documents until `stream` has passed the
 /// launch; `shape.shared_bytes` must cover what the kernel needs.
-pub(crate) unsafe fn launch<P: Params>(
+pub(crate) unsafe fn launch<K: Takes<P>, P>(
     gpu: &Gpu,
-    kernel: Kernel,
+    kernel: K,
     shape: Launch,
     stream: StreamRef<'_>,
     params: P,
 ) -> Result<()> {
-    // SAFETY: forwarded to the caller.
-    unsafe { launch_ordered(gpu, kernel, shape, stream, params, Order::Stream) }
-}
-
-/// [`launch`] and [`Source::launch`]: checks that `kernel` takes `P`, then launches it in `order`.
-///
-/// # Safety
-/// As [`launch`]; with [`Order::Programmatic`], `kernel` calls `arch::wait_for_primary` before it touches
-/// any memory but its parameter, as the reduce module's partials and finalize kernels do (the `ptx` test
-/// checks their sm_90 PTX), and the device runs sm_90 code.
-unsafe fn launch_ordered<P: Params>(
-    gpu: &Gpu,
-    kernel: Kernel,
-    shape: Launch,
-    stream: StreamRef<'_>,
-    params: P,
-    order: Order,
-) -> Result<()> {
-    assert!(
-        P::taken_by(kernel.module),
-        "{kernel:?} does not take {}",
-        std::any::type_name::<P>()
-    );
-    // SAFETY: the kernel takes `P` (checked above); the rest is forwarded to the caller.
-    unsafe { driver::launch(gpu.function(kernel)?, shape, stream, &params, order) }
+    // SAFETY: forwarded to the caller; the kernel takes `P` (the bound).
+    unsafe { driver::launch(gpu.function(kernel)?, shape, stream, &params, Order::Stream) }
 }
 
 /// The shape of a grid-stride kernel: `threads` fitted to its registers, and at most one resident wave of

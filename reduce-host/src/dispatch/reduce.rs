@@ -1,12 +1,12 @@
 //! Device-wide reductions: sizing the grid, choosing single-block or multi-block launches, and ordering the
 //! reuse of the partials and the ticket.
 use cust::memory::DeviceBuffer;
-use reduce_contract::kernels::ReduceKernel;
+use reduce_contract::Op;
+use reduce_contract::kernels::{ReducePass, Reduction, SumAtomic};
 use reduce_contract::layout::{MAX_ACC_BYTES, MAX_OP_ACC_BYTES};
 use reduce_contract::params::ReduceParams;
-use reduce_contract::{Module, Op};
 
-use super::{Source, Span, resident};
+use super::{Source, Span, launch, resident};
 use crate::driver::{self, Launch, Order};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -69,7 +69,7 @@ impl Scratch {
     }
 }
 
-/// Enqueues the reduction of `input` by `source`'s kernels (a built-in `Module::Reduce` or a user's
+/// Enqueues the reduction of `input` by `source`'s kernels (a built-in [`Reduction`] or a user's
 /// operator) into one `Acc` at `out`.
 ///
 /// # Safety
@@ -81,16 +81,20 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     scratch: &mut Scratch,
     policy: &Policy,
     strategy: Strategy,
-    source: Source<'_>,
+    source: Source<'_, Reduction>,
     input: Span<T>,
     out: *mut Acc,
     stream: StreamRef<'_>,
 ) -> Result<()> {
-    let op = match source {
-        Source::Builtin(Module::Reduce(op, _)) => Some(op),
-        _ => None,
+    let builtin = match source {
+        Source::Builtin(r) => Some(r),
+        Source::User(_) => None,
     };
-    if strategy == Strategy::Atomic && op != Some(Op::Sum) {
+    let op = builtin.map(|r| r.op);
+    let atomic = builtin
+        .filter(|r| r.op == Op::Sum)
+        .map(|r| SumAtomic(r.elem));
+    if strategy == Strategy::Atomic && atomic.is_none() {
         return Err(Error::InvalidArgument(
             "Combine::Atomic supports the built-in sums only; use LastBlock or TwoPass".into(),
         ));
@@ -119,20 +123,17 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     };
     let smem = source.shared_bytes();
     // A kernel's launch: `threads` fitted to its registers, at most one resident wave.
-    let shape = |k: ReduceKernel, grid, threads| -> Result<(u8, Launch)> {
-        let slot = k as u8;
-        Ok((
-            slot,
-            resident(gpu, source.function(gpu, slot)?, grid, threads, smem)?,
-        ))
+    let shape = |pass: ReducePass, grid, threads| -> Result<(ReducePass, Launch)> {
+        let f = source.function(gpu, pass)?;
+        Ok((pass, resident(gpu, f, grid, threads, smem)?))
     };
     // SAFETY (for callers of these two): as `Source::launch`; `params` is the `ReduceParams` of `T` and
     // `Acc`, the types of `source`'s kernels (the caller).
-    let launch = |(k, s): (u8, Launch), params| unsafe {
-        source.launch(gpu, k, s, stream, params, Order::Stream)
+    let launch_pass = |(pass, s): (ReducePass, Launch), params| unsafe {
+        source.launch(gpu, pass, s, stream, params, Order::Stream)
     };
-    let launch_dependent = |(k, s): (u8, Launch), params| unsafe {
-        source.launch(gpu, k, s, stream, params, Order::Programmatic)
+    let launch_dependent = |(pass, s): (ReducePass, Launch), params| unsafe {
+        source.launch(gpu, pass, s, stream, params, Order::Programmatic)
     };
 
     scratch.last_use.acquire(stream)?;
@@ -146,7 +147,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         if n == 0 {
             // The finalize body over zero partials writes the identity.
             return launch_dependent(
-                shape(ReduceKernel::Finalize, 1, policy.finalize_threads)?,
+                shape(ReducePass::Finalize, 1, policy.finalize_threads)?,
                 params,
             );
         }
@@ -159,7 +160,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 policy.threads
             };
             return launch_dependent(
-                shape(ReduceKernel::Partials, 1, threads)?,
+                shape(ReducePass::Partials, 1, threads)?,
                 ReduceParams {
                     partials: out,
                     ..params
@@ -168,22 +169,25 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         }
         match strategy {
             Strategy::TwoPass => {
-                let first = shape(ReduceKernel::Partials, grid, policy.threads)?;
+                let first = shape(ReducePass::Partials, grid, policy.threads)?;
                 launch_dependent(first, params)?;
                 let count = first.1.grid as u64;
-                let second = shape(ReduceKernel::Finalize, 1, policy.finalize_threads)?;
+                let second = shape(ReducePass::Finalize, 1, policy.finalize_threads)?;
                 launch_dependent(second, ReduceParams { count, ..params })
             }
             Strategy::LastBlock => {
                 let ticket = params.ticket.add(driver::capturing(stream)? as usize);
-                launch(
-                    shape(ReduceKernel::LastBlock, grid, policy.threads)?,
+                launch_pass(
+                    shape(ReducePass::LastBlock, grid, policy.threads)?,
                     ReduceParams { ticket, ..params },
                 )
             }
             Strategy::Atomic => {
+                let kernel = atomic.expect("refused above for all but the built-in sums");
+                let f = gpu.function(kernel)?;
+                let shape = resident(gpu, f, grid, policy.threads, smem)?;
                 driver::memset_zero(out as u64, std::mem::size_of::<Acc>(), stream)?;
-                launch(shape(ReduceKernel::Atomic, grid, policy.threads)?, params)
+                launch(gpu, kernel, shape, stream, params)
             }
         }
     })();

@@ -3,10 +3,10 @@
 //! [`REPRO_COMBINE_THREADS`], both fitted to the kernel's registers): the kernels' arithmetic does not
 //! depend on them (see `reduce_contract::reproducible`).
 use cust::memory::DeviceBuffer;
-use reduce_contract::kernels::ReproKernel;
+use reduce_contract::FloatElem;
+use reduce_contract::kernels::{ReproKernel, ReproPass};
 use reduce_contract::params::ReproParams;
 use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES};
-use reduce_contract::{Elem, Kernel};
 
 use super::{Span, launch, resident};
 use crate::driver::Launch;
@@ -92,15 +92,11 @@ pub(crate) unsafe fn enqueue<T, Out>(
     gpu: &Gpu,
     scratch: &mut ReproScratch,
     (policy, shape): (&Policy, ReproShape),
-    elem: Elem,
+    elem: FloatElem,
     input: Span<T>,
     out: *mut Out,
     stream: StreamRef<'_>,
 ) -> Result<()> {
-    debug_assert!(matches!(
-        elem,
-        Elem::F32 | Elem::F64 | Elem::F16 | Elem::BF16
-    ));
     let chunks = input.len.div_ceil(CHUNK);
     let partials = scratch.reserve(chunks)?;
     let params = ReproParams {
@@ -119,13 +115,13 @@ pub(crate) unsafe fn enqueue<T, Out>(
     // `acquire`; the combine gets its COMBINE_SHARED_BYTES.
     let launched = (|| unsafe {
         if chunks > 0 {
-            let kernel = Kernel::repro(elem, ReproKernel::Chunks);
+            let kernel = ReproKernel(elem, ReproPass::Chunks);
             let f = gpu.function(kernel)?;
             let wave = resident(gpu, f, sm_count * policy.blocks_per_sm, policy.threads, 0)?;
             let grid = chunk_grid(chunks, wave.block, wave.grid, shape.max_grid);
             launch(gpu, kernel, Launch { grid, ..wave }, stream, params)?;
         }
-        let kernel = Kernel::repro(elem, ReproKernel::Combine);
+        let kernel = ReproKernel(elem, ReproPass::Combine);
         let threads = shape.combine_threads.unwrap_or(REPRO_COMBINE_THREADS);
         let block = gpu.function(kernel)?.fit_block(threads);
         let shape = Launch {

@@ -1,9 +1,9 @@
 //! The seed chapter's kernels: one of v0–v5 writes a partial per block, the production f32 finalize
 //! combines them.
-use reduce_contract::kernels::ReduceKernel;
+use reduce_contract::kernels::{ReduceKernel, ReducePass, Reduction, SeedKernel, SeedVersion};
 use reduce_contract::layout::{SEED_THREADS, SMEM_BYTES};
 use reduce_contract::params::ReduceParams;
-use reduce_contract::{Elem, Kernel, Op};
+use reduce_contract::{Elem, Op};
 
 use super::{Span, launch};
 use crate::driver::Launch;
@@ -18,7 +18,7 @@ use crate::stream::StreamRef;
 /// until `stream` has passed this work; `grid` must be what `version` needs for `input.len` elements.
 pub(crate) unsafe fn enqueue(
     gpu: &Gpu,
-    version: u8,
+    version: SeedVersion,
     grid: u32,
     input: Span<f32>,
     partials: *mut f32,
@@ -42,8 +42,12 @@ pub(crate) unsafe fn enqueue(
     // SAFETY: the seed kernels read `input[..n]` and write `grid` partials with `SEED_THREADS` threads and
     // 4 bytes of shared memory per thread; finalize reads `count` partials and writes `out` (the caller).
     unsafe {
-        launch(gpu, Kernel::seed(version), shape(grid), stream, params)?;
-        let finalize = Kernel::reduce(Op::Sum, Elem::F32, ReduceKernel::Finalize);
+        launch(gpu, SeedKernel(version), shape(grid), stream, params)?;
+        let sum = Reduction {
+            op: Op::Sum,
+            elem: Elem::F32,
+        };
+        let finalize = ReduceKernel(sum, ReducePass::Finalize);
         launch(gpu, finalize, shape(1), stream, params)
     }
 }

@@ -1,13 +1,15 @@
 //! Per-segment reductions: the kernel a segment length gets, the partials of split segments, and the
 //! launches; also the launches of per-segment reproducible sums.
 use cust::memory::DeviceBuffer;
-use reduce_contract::kernels::{ReproSegmentsKernel, SegmentedKernel};
+use reduce_contract::kernels::{
+    Family, PerSegment, ReproSegments, ReproSegmentsPass, SegmentedPass,
+};
 use reduce_contract::layout::{
     LANE_ROWS, LOAD_BYTES, PIECE_CHUNKS, SEGMENTED_THREADS, SPLIT_ABOVE_CHUNKS,
 };
 use reduce_contract::params::SegmentedParams;
 use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES};
-use reduce_contract::{Elem, Kernel, Module, Op};
+use reduce_contract::{Elem, FloatElem, Op};
 
 use super::reproducible::{PARTIAL_BYTES, chunk_grid};
 use super::{Source, Span, launch, resident};
@@ -172,37 +174,40 @@ impl Layout {
     }
 }
 
-/// `source`'s kernel `kernel`, which must run blocks of `threads` on this device: the per-segment kernels'
-/// trees are written for that block size.
-fn function_for<'a>(
+/// `source`'s kernel of `pass`, which must run blocks of `threads` on this device: the per-segment
+/// kernels' trees are written for that block size.
+fn function_for<'a, F: Family>(
     gpu: &'a Gpu,
-    source: Source<'a>,
-    kernel: impl SlotOf,
+    source: Source<'a, F>,
+    pass: F::Pass,
     threads: u32,
 ) -> Result<&'a Function> {
-    let f = source.function(gpu, kernel.slot())?;
+    let f = source.function(gpu, pass)?;
     if f.fit_block(threads) < threads {
         return Err(Error::InvalidArgument(format!(
-            "the {kernel:?} kernel cannot run {threads} threads per block on this device"
+            "the {pass:?} kernel cannot run {threads} threads per block on this device"
         )));
     }
     Ok(f)
 }
 
-/// A kernel of a per-segment family, by its slot.
-trait SlotOf: Copy + std::fmt::Debug {
-    fn slot(self) -> u8;
+/// What a per-segment call runs: a reduction by a built-in operator or a user's (one family of passes),
+/// or the reproducible sums (another).
+#[derive(Clone, Copy)]
+pub(crate) enum Kernels<'k> {
+    Reduce(Source<'k, PerSegment>),
+    Reproducible(FloatElem),
 }
 
-impl SlotOf for SegmentedKernel {
-    fn slot(self) -> u8 {
-        self as u8
+impl<'k> From<Source<'k, PerSegment>> for Kernels<'k> {
+    fn from(source: Source<'k, PerSegment>) -> Self {
+        Kernels::Reduce(source)
     }
 }
 
-impl SlotOf for ReproSegmentsKernel {
-    fn slot(self) -> u8 {
-        self as u8
+impl From<PerSegment> for Kernels<'_> {
+    fn from(segments: PerSegment) -> Self {
+        Kernels::Reduce(Source::Builtin(segments))
     }
 }
 
@@ -299,7 +304,7 @@ impl Scratch {
 pub(crate) unsafe fn enqueue<T, Acc>(
     gpu: &Gpu,
     scratch: &mut Scratch,
-    source: Source<'_>,
+    kernels: Kernels<'_>,
     input: Span<T>,
     layout: Layout,
     out: *mut Acc,
@@ -309,12 +314,15 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     if count == 0 {
         return Ok(());
     }
-    if let Source::Builtin(module @ Module::ReproSegments(_)) = source {
-        // SAFETY: forwarded to the caller.
-        return unsafe { enqueue_reproducible(gpu, scratch, module, input, layout, out, stream) };
-    }
+    let source = match kernels {
+        Kernels::Reduce(source) => source,
+        Kernels::Reproducible(elem) => {
+            // SAFETY: forwarded to the caller.
+            return unsafe { enqueue_reproducible(gpu, scratch, elem, input, layout, out, stream) };
+        }
+    };
     let size = size_of::<T>();
-    let sum = matches!(source, Source::Builtin(Module::Segmented(Op::Sum, _)));
+    let sum = matches!(source, Source::Builtin(PerSegment::Op(Op::Sum, _)));
     let plan = match layout.rows_len() {
         Some(len) if scratch.overrides.rows_kernel == Some(false) => Plan::for_len(len, size)?,
         Some(len) => Plan::for_rows(len, size)?,
@@ -350,14 +358,14 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     let block_threads = match plan {
         Plan::Block | Plan::Split { .. } if tree_free(source) => {
             if let Some(t) = scratch.overrides.block_threads {
-                function_for(gpu, source, SegmentedKernel::Block, t)?;
+                function_for(gpu, source, SegmentedPass::Block, t)?;
                 t
             } else {
                 let blocks = match plan {
                     Plan::Split { pieces } => count * pieces as u64,
                     _ => count,
                 };
-                let f = source.function(gpu, SegmentedKernel::Block as u8)?;
+                let f = source.function(gpu, SegmentedPass::Block)?;
                 // A size the kernel cannot run counts as no blocks, so it is never chosen.
                 wave_fitted_threads(blocks, gpu.info().sm_count, |t| {
                     if f.fit_block(t) < t {
@@ -377,15 +385,15 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         (None, Plan::Tile { width: 32 }) => WARP_TILE_THREADS,
         (None, _) => SEGMENTED_THREADS,
     };
-    let shape = |k: SegmentedKernel, blocks: u64| -> Result<(u8, Launch)> {
-        let threads = match k {
-            SegmentedKernel::Block => block_threads,
-            SegmentedKernel::Tile | SegmentedKernel::Rows => tile_threads,
-            _ => SEGMENTED_THREADS,
+    let shape = |pass: SegmentedPass, blocks: u64| -> Result<(SegmentedPass, Launch)> {
+        let threads = match pass {
+            SegmentedPass::Block => block_threads,
+            SegmentedPass::Tile | SegmentedPass::Rows => tile_threads,
+            SegmentedPass::Combine => SEGMENTED_THREADS,
         };
-        function_for(gpu, source, k, threads)?;
+        function_for(gpu, source, pass, threads)?;
         Ok((
-            k as u8,
+            pass,
             Launch {
                 grid: blocks.clamp(1, MAX_GRID) as u32,
                 block: threads,
@@ -395,8 +403,8 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     };
     // SAFETY (for its callers): as `Source::launch`; `params` is the `SegmentedParams` of `T` and `Acc`,
     // the types of `source`'s kernels (the caller).
-    let launch = |(k, s): (u8, Launch), params| unsafe {
-        source.launch(gpu, k, s, stream, params, Order::Stream)
+    let launch = |(pass, s): (SegmentedPass, Launch), params| unsafe {
+        source.launch(gpu, pass, s, stream, params, Order::Stream)
     };
     let per_block = tile_threads as u64;
     // The tile and rows kernels' largest grid: TILE_BLOCKS_PER_SM blocks of 256 threads per SM (four
@@ -421,21 +429,18 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         match plan {
             Plan::Rows => {
                 let blocks = count.div_ceil(per_block * LANE_ROWS).min(tile_grid);
-                launch(shape(SegmentedKernel::Rows, blocks)?, params)
+                launch(shape(SegmentedPass::Rows, blocks)?, params)
             }
             Plan::Tile { width } => {
                 let blocks = count
                     .div_ceil((per_block / width as u64).max(1))
                     .min(tile_grid);
-                launch(shape(SegmentedKernel::Tile, blocks)?, params)
+                launch(shape(SegmentedPass::Tile, blocks)?, params)
             }
-            Plan::Block => launch(shape(SegmentedKernel::Block, count)?, params),
+            Plan::Block => launch(shape(SegmentedPass::Block, count)?, params),
             Plan::Split { pieces } => {
-                launch(
-                    shape(SegmentedKernel::Block, count * pieces as u64)?,
-                    params,
-                )?;
-                launch(shape(SegmentedKernel::Combine, count)?, params)
+                launch(shape(SegmentedPass::Block, count * pieces as u64)?, params)?;
+                launch(shape(SegmentedPass::Combine, count)?, params)
             }
         }
     })();
@@ -449,10 +454,10 @@ pub(crate) unsafe fn enqueue<T, Acc>(
 /// element but f16 and bf16. Those two keep the first of two equal values (−0 and +0) and the second of two
 /// NaNs, so their bits could follow which thread folds which chunk.
 /// A user's operator is not known to be exact, so its tree stays fixed.
-fn tree_free(source: Source<'_>) -> bool {
+fn tree_free(source: Source<'_, PerSegment>) -> bool {
     match source {
-        Source::Builtin(Module::Segmented(Op::ArgMax | Op::ArgMin, _)) => true,
-        Source::Builtin(Module::Segmented(Op::Max | Op::Min, elem)) => {
+        Source::Builtin(PerSegment::Op(Op::ArgMax | Op::ArgMin, _)) => true,
+        Source::Builtin(PerSegment::Op(Op::Max | Op::Min, elem)) => {
             !matches!(elem, Elem::F16 | Elem::BF16)
         }
         _ => false,
@@ -557,24 +562,16 @@ fn repro_plan(
 unsafe fn enqueue_reproducible<T, Out>(
     gpu: &Gpu,
     scratch: &mut Scratch,
-    module: Module,
+    elem: FloatElem,
     input: Span<T>,
     layout: Layout,
     out: *mut Out,
     stream: StreamRef<'_>,
 ) -> Result<()> {
-    let Module::ReproSegments(elem) = module else {
-        unreachable!("called for ReproSegments modules only")
-    };
     let count = layout.count();
-    let kernel = |k| Kernel::repro_segments(elem, k);
-    let source = Source::Builtin(module);
-    let block_fn = function_for(
-        gpu,
-        source,
-        ReproSegmentsKernel::Block,
-        REPRO_SEGMENT_THREADS,
-    )?;
+    let family = ReproSegments(elem);
+    let source = Source::Builtin(family);
+    let block_fn = function_for(gpu, source, ReproSegmentsPass::Block, REPRO_SEGMENT_THREADS)?;
     let wave = resident(
         gpu,
         block_fn,
@@ -599,8 +596,8 @@ unsafe fn enqueue_reproducible<T, Out>(
     let partials = scratch.partials.as_device_ptr().as_raw() as *mut u8;
     let params = layout.params(input, scratch.error_word(), out, partials);
     // One resident wave at most (the kernels stride past it) of `threads`-thread blocks.
-    let shape = |k, blocks: u64, threads, shared_bytes| -> Result<(Kernel, Launch)> {
-        let f = function_for(gpu, source, k, threads)?;
+    let shape = |pass, blocks: u64, threads, shared_bytes| {
+        let f = function_for(gpu, source, pass, threads)?;
         let s = resident(
             gpu,
             f,
@@ -608,8 +605,8 @@ unsafe fn enqueue_reproducible<T, Out>(
             threads,
             shared_bytes,
         )?;
-        Ok((
-            kernel(k),
+        Ok::<_, Error>((
+            family.kernel(pass),
             Launch {
                 block: threads,
                 ..s
@@ -630,7 +627,7 @@ unsafe fn enqueue_reproducible<T, Out>(
         match plan {
             ReproPlan::Warp { width } => {
                 let (k, s) = shape(
-                    ReproSegmentsKernel::Warp,
+                    ReproSegmentsPass::Warp,
                     count.div_ceil(REPRO_SEGMENT_THREADS as u64 / width as u64),
                     REPRO_SEGMENT_THREADS,
                     0,
@@ -639,7 +636,7 @@ unsafe fn enqueue_reproducible<T, Out>(
             }
             ReproPlan::Block { group } => {
                 let (k, s) = shape(
-                    ReproSegmentsKernel::Block,
+                    ReproSegmentsPass::Block,
                     count.div_ceil(group as u64),
                     REPRO_SEGMENT_THREADS,
                     COMBINE_SHARED_BYTES,
@@ -654,7 +651,7 @@ unsafe fn enqueue_reproducible<T, Out>(
                 let params = SegmentedParams { pieces, ..params };
                 let chunks = count * pieces as u64;
                 let (k, s) = shape(
-                    ReproSegmentsKernel::SplitChunks,
+                    ReproSegmentsPass::SplitChunks,
                     chunks.div_ceil(warps_per_block),
                     REPRO_SEGMENT_THREADS,
                     0,
@@ -663,10 +660,10 @@ unsafe fn enqueue_reproducible<T, Out>(
                 let grid = chunk_grid(chunks, s.block, s.grid, None);
                 launch(gpu, k, Launch { grid, ..s }, stream, params)?;
                 let threads = gpu
-                    .function(kernel(ReproSegmentsKernel::SplitCombine))?
+                    .function(family.kernel(ReproSegmentsPass::SplitCombine))?
                     .fit_block(REPRO_COMBINE_THREADS);
                 let (k, s) = shape(
-                    ReproSegmentsKernel::SplitCombine,
+                    ReproSegmentsPass::SplitCombine,
                     count,
                     threads,
                     COMBINE_SHARED_BYTES,
@@ -774,35 +771,37 @@ mod tests {
     #[test]
     fn only_operators_whose_bits_ignore_the_tree_fit_their_blocks() {
         use reduce_contract::Sample;
-        assert!(tree_free(Source::Builtin(Module::Segmented(
+        assert!(tree_free(Source::Builtin(PerSegment::Op(
             Op::ArgMax,
             Elem::F16
         ))));
-        assert!(tree_free(Source::Builtin(Module::Segmented(
+        assert!(tree_free(Source::Builtin(PerSegment::Op(
             Op::ArgMin,
             Elem::BF16
         ))));
-        assert!(tree_free(Source::Builtin(Module::Segmented(
+        assert!(tree_free(Source::Builtin(PerSegment::Op(
             Op::Max,
             Elem::F32
         ))));
-        assert!(tree_free(Source::Builtin(Module::Segmented(
+        assert!(tree_free(Source::Builtin(PerSegment::Op(
             Op::Min,
             Elem::U8
         ))));
-        assert!(!tree_free(Source::Builtin(Module::Segmented(
+        assert!(!tree_free(Source::Builtin(PerSegment::Op(
             Op::Max,
             Elem::F16
         ))));
-        assert!(!tree_free(Source::Builtin(Module::Segmented(
+        assert!(!tree_free(Source::Builtin(PerSegment::Op(
             Op::Min,
             Elem::BF16
         ))));
-        assert!(!tree_free(Source::Builtin(Module::Segmented(
+        assert!(!tree_free(Source::Builtin(PerSegment::Op(
             Op::Sum,
             Elem::I32
         ))));
-        assert!(!tree_free(Source::Builtin(Module::Softmax(Sample::F32))));
+        assert!(!tree_free(Source::Builtin(PerSegment::Softmax(
+            Sample::F32
+        ))));
     }
 
     #[test]

@@ -1,18 +1,19 @@
 //! Stream compaction: the unordered kernel's grid, the stable kernels' tiles and look-back words, and the
 //! ordering of those words' reuse across streams.
 use cust::memory::DeviceBuffer;
-use reduce_contract::kernels::SelectKernel;
+use reduce_contract::Pred;
+use reduce_contract::kernels::SelectPass;
 use reduce_contract::layout::{
     LOAD_BYTES, MAX_STABLE_THREADS, SMEM_BYTES, STABLE_VECTORS, stable_shared_bytes,
 };
 use reduce_contract::params::SelectParams;
-use reduce_contract::{Kernel, Pred};
 
 use super::{Span, launch};
 use crate::driver::{self, Launch};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
+use crate::select::SelectElement;
 use crate::stream::StreamRef;
 use crate::tuning::{self, Policy};
 use crate::view::Home;
@@ -80,13 +81,20 @@ impl Scratch {
     }
 }
 
+/// The kernel of a compaction of `T`.
+#[derive(Clone, Copy)]
+enum Which<T: SelectElement> {
+    Predicate(T::ByPredicate),
+    Flags(T::ByFlags),
+}
+
 /// Compacts `input` into `out` by `selection` and writes the count to `count`.
 ///
 /// # Safety
 /// `input` (and the flags) must be valid for reads, `out` for `input.len` writes and `count` for one
 /// `u64`, until `stream` has passed this work.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn enqueue<T: Copy + Default>(
+pub(crate) unsafe fn enqueue<T: SelectElement>(
     gpu: &Gpu,
     scratch: &mut Scratch,
     policy: &Policy,
@@ -104,20 +112,23 @@ pub(crate) unsafe fn enqueue<T: Copy + Default>(
     let null = std::ptr::null();
     let (kernel, threshold, flags, unordered) = match selection {
         Selection::Unordered { pred, threshold } => (
-            Kernel::select(pred, SelectKernel::Unordered),
+            Which::<T>::Predicate(T::by_predicate(pred, SelectPass::Unordered)),
             threshold,
             null,
             true,
         ),
         Selection::Stable { pred, threshold } => (
-            Kernel::select(pred, SelectKernel::Stable),
+            Which::<T>::Predicate(T::by_predicate(pred, SelectPass::Stable)),
             threshold,
             null,
             false,
         ),
-        Selection::Flagged { flags, .. } => {
-            (Kernel::SELECT_FLAGGED, T::default(), flags.as_ptr(), false)
-        }
+        Selection::Flagged { flags, .. } => (
+            Which::<T>::Flags(T::BY_FLAGS),
+            T::default(),
+            flags.as_ptr(),
+            false,
+        ),
     };
     let params = SelectParams {
         input: input.as_ptr(),
@@ -128,7 +139,17 @@ pub(crate) unsafe fn enqueue<T: Copy + Default>(
         count,
         states: std::ptr::null_mut(),
     };
-    let f = gpu.function(kernel)?;
+    let f = match kernel {
+        Which::Predicate(k) => gpu.function(k)?,
+        Which::Flags(k) => gpu.function(k)?,
+    };
+    // SAFETY (both launches): as `launch`, which the callers below establish.
+    let launch = |shape, params| unsafe {
+        match kernel {
+            Which::Predicate(k) => launch(gpu, k, shape, stream, params),
+            Which::Flags(k) => launch(gpu, k, shape, stream, params),
+        }
+    };
     scratch.last_use.acquire(stream)?;
     let launched = (|| {
         if unordered {
@@ -154,10 +175,8 @@ pub(crate) unsafe fn enqueue<T: Copy + Default>(
             };
             // SAFETY: `input` is valid for n reads, `out` for n writes, `count` for one u64, zeroed first as
             // the kernel requires (the caller).
-            unsafe {
-                driver::memset_zero(count as u64, 8, stream)?;
-                launch(gpu, kernel, shape, stream, params)
-            }
+            unsafe { driver::memset_zero(count as u64, 8, stream)? };
+            launch(shape, params)
         } else {
             // The kernel's registers may cap its block below the policy's, and the staging of a whole tile
             // must fit in shared memory: size the tiles for the block it really launches with.
@@ -170,15 +189,7 @@ pub(crate) unsafe fn enqueue<T: Copy + Default>(
             };
             // SAFETY: as above, and `states` holds `1 + grid` zeroed words for this launch alone
             // (serialised across streams by `acquire`), with one block per tile.
-            unsafe {
-                launch(
-                    gpu,
-                    kernel,
-                    shape,
-                    stream,
-                    SelectParams { states, ..params },
-                )
-            }
+            launch(shape, SelectParams { states, ..params })
         }
     })();
     // Record the use even after a failed launch, so a later call orders after whatever did run.

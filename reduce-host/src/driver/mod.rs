@@ -4,7 +4,6 @@ use std::ffi::{CStr, c_void};
 use std::sync::Mutex;
 
 use cust::sys::{self, CUfunction, CUjit_option, CUmodule};
-use reduce_contract::ModuleSpec;
 
 use crate::error::{DriverError, Error, Result, check};
 use crate::images::Code;
@@ -22,20 +21,18 @@ pub(crate) struct Module {
 }
 
 impl Module {
-    /// Loads `image` (a cubin, or NUL-terminated PTX that the driver JIT-compiles) of module `spec` into
-    /// the current context and resolves its kernels, in slot order. A failure carries the JIT's error log.
-    pub fn load(image: &[u8], spec: &ModuleSpec, code: Code) -> Result<Self> {
-        Module::load_named(image, spec.name, spec.kernels, code)
+    /// Loads `image` (a cubin, or NUL-terminated PTX that the driver JIT-compiles) of the contract's module
+    /// `module` into the current context and resolves its kernels, in slot order. A failure carries the
+    /// JIT's error log.
+    pub fn load(image: &[u8], module: reduce_contract::Module, code: Code) -> Result<Self> {
+        let kernels: Vec<_> = module.kernels().collect();
+        let kernels: Vec<&CStr> = kernels.iter().map(|k| k.as_cstr()).collect();
+        Module::load_named(image, module.name().as_str(), &kernels, code)
     }
 
     /// As [`load`](Self::load), for a module that is not one of the contract's: `name` in messages, and
     /// `kernels` resolved in order (a user's module resolves its kernels later, with [`resolve`](Self::resolve)).
-    pub fn load_named(
-        image: &[u8],
-        name: &'static str,
-        kernels: &[&CStr],
-        code: Code,
-    ) -> Result<Self> {
+    pub fn load_named(image: &[u8], name: &str, kernels: &[&CStr], code: Code) -> Result<Self> {
         let mut log = vec![0u8; 1 << 14];
         let mut options = [
             CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
@@ -57,7 +54,7 @@ impl Module {
         check(r).map_err(|e| {
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             Error::ModuleLoad {
-                module: name,
+                module: name.to_string(),
                 code,
                 message: format!("{e}\n{}", String::from_utf8_lossy(&log[..end])),
             }
@@ -86,10 +83,10 @@ impl Module {
     }
 
     /// The kernel called `kernel` in this module (named `module` in the error if it has none).
-    pub fn resolve(&self, kernel: &CStr, module: &'static str) -> Result<Function> {
+    pub fn resolve(&self, kernel: &CStr, module: &str) -> Result<Function> {
         Function::resolve(self, kernel).map_err(|source| Error::MissingKernel {
             kernel: kernel.to_string_lossy().into_owned(),
-            module,
+            module: module.to_string(),
             source,
         })
     }

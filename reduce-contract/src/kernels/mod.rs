@@ -1,0 +1,170 @@
+//! Which kernels exist, what they are called, and which module each is loaded in.
+//!
+//! A module is the unit the host loads, on first use: the kernels of one `(operator, element)` pair, one
+//! histogram sample type, one compaction predicate, the reproducible sum of one float type, the seed
+//! chapter, or the test-only kernels. A program
+//! that only sums f32 therefore loads (and, without a matching cubin, JIT-compiles) four kernels.
+//!
+//! Identity is typed ([`kernel`]): each kind of kernel is a type that names its module, its slot and the
+//! parameter struct it takes, and the host launches through `K: Takes<P>`. Module indices
+//! ([`module`]), slots and names are derived from the keys' declaration order and words ([`keys`]),
+//! never numbered by hand.
+//!
+//! The device generates its entries from the lists ([`reduce_pairs!`], [`histogram_samples!`],
+//! [`select_predicates!`], [`repro_elems!`], [`softmax_types!`], [`tile_test_primitives!`]) and names
+//! them with [`kernel_name!`]; the host's build script splits the PTX by [`Module::all`] and refuses a
+//! build where an entry is in no module or a module's kernel is missing, so the two sides cannot drift.
+pub mod kernel;
+pub mod keys;
+pub mod module;
+pub mod name;
+
+pub use kernel::{
+    Family, HistogramBytes, HistogramKernel, Kernel, PerSegment, ReduceKernel, Reduction,
+    ReproKernel, ReproSegments, ReproSegmentsKernel, SeedKernel, SegmentedKernel, SelectFlagged,
+    SelectKernel, Spin, SumAtomic, Takes, TestKernel, every_kernel,
+};
+pub use keys::{
+    Counter, Elem, FloatElem, Key, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass,
+    Sample, SeedVersion, SegmentedPass, SelectPass,
+};
+pub use module::Module;
+pub use name::Name;
+
+/// The exported symbol of a kernel, as a string literal: `kernels-gpu` puts it in `export_name`, and the
+/// tables of this module NUL-terminate it for the driver. The one place kernel names are spelled.
+#[macro_export]
+macro_rules! kernel_name {
+    (reduce $kind:ident $op:ident $ty:ident) => {
+        concat!(
+            "reduce_",
+            stringify!($kind),
+            "_",
+            stringify!($op),
+            "_",
+            stringify!($ty)
+        )
+    };
+    (histogram $kind:ident $sample:ident $counter:ident) => {
+        concat!(
+            "histogram_",
+            stringify!($kind),
+            "_",
+            stringify!($sample),
+            "_",
+            stringify!($counter)
+        )
+    };
+    (histogram_bytes $counter:ident) => {
+        concat!("histogram_bytes_", stringify!($counter))
+    };
+    (select $kind:ident $pred:ident $ty:ident) => {
+        concat!(
+            "select_",
+            stringify!($kind),
+            "_",
+            stringify!($pred),
+            "_",
+            stringify!($ty)
+        )
+    };
+    (segmented $kind:ident $op:ident $ty:ident) => {
+        concat!(
+            "segmented_",
+            stringify!($kind),
+            "_",
+            stringify!($op),
+            "_",
+            stringify!($ty)
+        )
+    };
+    (select_flagged $ty:ident) => {
+        concat!("select_flagged_", stringify!($ty))
+    };
+    (seed $version:ident) => {
+        concat!("seed_", stringify!($version))
+    };
+    (repro $kind:ident $ty:ident) => {
+        concat!("repro_", stringify!($kind), "_", stringify!($ty))
+    };
+    (util $name:ident) => {
+        concat!("util_", stringify!($name))
+    };
+    (test $name:ident) => {
+        concat!("test_", stringify!($name))
+    };
+    (tile_test $prim:ident $width:literal) => {
+        concat!("test_tile_", stringify!($prim), "_", stringify!($width))
+    };
+}
+
+/// Calls `$cb! { op elem, ... }` with every `(operator, element)` pair that has reduction kernels, grouped
+/// by element in [`Elem`] order, operators in [`Op`] order (the order of [`Module::index`]).
+#[macro_export]
+macro_rules! reduce_pairs {
+    ($cb:ident) => {
+        $cb! {
+            sum f32, max f32, min f32, argmax f32, argmin f32,
+            sum f64, max f64, min f64, argmax f64, argmin f64,
+            sum f16, max f16, min f16, argmax f16, argmin f16,
+            sum bf16, max bf16, min bf16, argmax bf16, argmin bf16,
+            sum i32, max i32, min i32, argmax i32, argmin i32,
+            sum u32, max u32, min u32, argmax u32, argmin u32,
+            sum i64, max i64, min i64, argmax i64, argmin i64,
+            sum u64, max u64, min u64, argmax u64, argmin u64,
+            sum u8, max u8, min u8, argmax u8, argmin u8,
+        }
+    };
+}
+
+/// Calls `$cb! { ty, ... }` with every element type of the fused softmax statistics, in [`Sample`] order
+/// (the float types that models keep activations in). Each has the four segmented kernels
+/// ([`SegmentedPass`] order), named with the operator `softmax`.
+#[macro_export]
+macro_rules! softmax_types {
+    ($cb:ident) => {
+        $cb! { f32, f16, bf16 }
+    };
+}
+
+/// Calls `$cb! { elem, ... }` with every element type of the reproducible sum, in [`Elem`] order (the
+/// floats, which lead it). Each has a `chunks` and a `combine` kernel ([`ReproPass`]).
+#[macro_export]
+macro_rules! repro_elems {
+    ($cb:ident) => {
+        $cb! { f32, f64, f16, bf16 }
+    };
+}
+
+/// Calls `$cb! { sample, ... }` with every sample type of the even-bin histogram, in [`Sample`] order. Each
+/// has a `shared` and a `global` kernel per counter type (`u32`, `u64`).
+#[macro_export]
+macro_rules! histogram_samples {
+    ($cb:ident) => {
+        $cb! { f32, f16, bf16 }
+    };
+}
+
+/// Calls `$cb! { pred elem, ... }` with every compaction predicate and element, in [`Pred`] order. Each has
+/// an `unordered` and a `stable` kernel.
+#[macro_export]
+macro_rules! select_predicates {
+    ($cb:ident) => {
+        $cb! { gt f32, lt f32, nonzero f32, finite f32 }
+    };
+}
+
+/// Calls `$cb! { prim, ... }` with every tile primitive that has a test kernel per tile width (32, 16, 8,
+/// 4), named by [`kernel_name!`]`(tile_test prim width)`.
+#[macro_export]
+macro_rules! tile_test_primitives {
+    ($cb:ident) => {
+        $cb! {
+            ranks, shfl, shfl_up, shfl_down, shfl_xor, ballot, any, all, sync,
+            reduce_sum_u32, reduce_max_u32, reduce_sum_f32, reduce_max_f32,
+            all_reduce_sum_u32, all_reduce_max_u32, all_reduce_sum_f32, all_reduce_max_f32,
+            inclusive_scan_sum_u32, exclusive_scan_sum_u32, inclusive_scan_sum_f32, exclusive_scan_sum_f32,
+            inclusive_scan_max_f32,
+        }
+    };
+}

@@ -7,12 +7,10 @@ use cust::device::{Device, DeviceAttribute};
 use cust::stream::{Stream, StreamFlags};
 use cust::sys;
 use reduce_contract::Kernel;
-use reduce_contract::params::SpinParams;
 
 use crate::driver::{Function, Module};
 use crate::error::{DriverError, Error, Result, check};
 use crate::images::{self, Code, Image};
-use crate::stream::StreamRef;
 
 /// The members every handle (`DeviceReduce`, `DeviceHistogram`, `DeviceSelect`) has in the same form: `new`
 /// on device 0, its device, and the stream its blocking calls run on. The type needs `with_gpu`, and fields
@@ -219,34 +217,6 @@ impl Gpu {
             let _ = loaded.set(Module::load(&image, module, self.0.image.code())?);
         }
         Ok(loaded.get().expect("set above").function(kernel.slot()))
-    }
-
-    /// Enqueues a one-thread kernel that busy-waits `ns` nanoseconds on `stream`. Benchmarks put it ahead of
-    /// timed work so the host can queue that work before the GPU reaches it. At most one second, so a
-    /// mistaken value cannot hang the GPU.
-    #[doc(hidden)]
-    pub fn spin_async<'s>(&self, ns: u64, stream: impl Into<StreamRef<'s>>) -> Result<()> {
-        if ns > 1_000_000_000 {
-            return Err(Error::InvalidArgument(format!(
-                "spin of {ns} ns: at most one second"
-            )));
-        }
-        let _current = self.make_current()?;
-        let shape = crate::driver::Launch {
-            grid: 1,
-            block: 32,
-            shared_bytes: 0,
-        };
-        // SAFETY: `util_spin` touches no memory.
-        unsafe {
-            crate::dispatch::launch(
-                self,
-                reduce_contract::kernels::Spin,
-                shape,
-                stream.into(),
-                SpinParams { ns },
-            )
-        }
     }
 
     /// A new non-blocking stream on this device.

@@ -124,13 +124,13 @@ pub(crate) fn pick(
 }
 
 /// Every embedded image's code, for tests.
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub fn embedded_codes() -> Vec<Code> {
     IMAGES.iter().map(Image::code).collect()
 }
 
 /// Module `module` of every embedded PTX image, as text, for the CPU tests that read the PTX.
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub fn embedded_ptx(module: Module) -> Vec<(u32, String)> {
     IMAGES
         .iter()

@@ -68,8 +68,11 @@ mod error;
 mod gpu;
 mod half;
 mod histogram;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod images;
+#[cfg(not(feature = "testing"))]
+mod images;
 mod last_use;
 mod pinned;
 mod reduce;
@@ -78,6 +81,7 @@ mod segmented;
 mod segments;
 pub mod select;
 mod stream;
+#[cfg(feature = "testing")]
 mod testing;
 mod tuning;
 mod view;
@@ -94,6 +98,7 @@ pub use half::{BF16, F16};
 pub use histogram::{Counter, DeviceHistogram, EvenBins, HistogramSample};
 pub use images::Code;
 pub use reduce::{Combine, DeviceReduce};
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use segmented::PlanOverrides;
 pub use segmented::{DeviceSegmentedReduce, SoftmaxElement, SoftmaxStats};
@@ -102,6 +107,7 @@ pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
 };
 pub use stream::StreamRef;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use testing::LaneWord;
 pub use tuning::Policy;

@@ -12,7 +12,7 @@ use crate::dispatch::reproducible::{ReproScratch, ReproShape};
 use crate::dispatch::{self, Source, Span};
 use crate::driver;
 use crate::element::{Element, Indexed, OrdElement, SumElement};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::{Gpu, InContext};
 use crate::pinned::Pinned;
 use crate::stream::{self, StreamRef};
@@ -154,13 +154,14 @@ impl DeviceReduce {
     /// the policy's `threads`), and the combine's block of `combine_threads` (a multiple of 32 in 32..=1024;
     /// `None`: 1024).
     #[doc(hidden)]
+    #[cfg(feature = "testing")]
     pub fn set_reproducible_shape(
         &mut self,
         max_grid: Option<u32>,
         combine_threads: Option<u32>,
     ) -> Result<()> {
         if combine_threads.is_some_and(|t| !t.is_multiple_of(32) || !(32..=1024).contains(&t)) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(crate::error::Error::InvalidArgument(format!(
                 "combine_threads {combine_threads:?} must be a multiple of 32 in 32..=1024"
             )));
         }
@@ -175,6 +176,7 @@ impl DeviceReduce {
     /// Turns the reproducible sum's L2 prefetch on or off (`None`: the tuning default), for the bench to
     /// time both; the bits are the same either way.
     #[doc(hidden)]
+    #[cfg(feature = "testing")]
     pub fn set_reproducible_prefetch(&mut self, prefetch: Option<bool>) {
         self.repro_shape.prefetch = prefetch;
     }
@@ -186,7 +188,7 @@ impl DeviceReduce {
 
     /// Forces a launch policy, e.g. to test odd grid and block sizes: `threads` and `finalize_threads`
     /// multiples of 32 in 32..=1024, `blocks_per_sm` in 1..=32; anything else is an
-    /// [`Error::InvalidArgument`].
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
         policy.check()?;
         let _current = self.make_current()?;

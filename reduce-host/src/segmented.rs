@@ -8,6 +8,7 @@ use reduce_contract::{Op, Sample};
 use crate::determinism::Determinism;
 use crate::dispatch::Span;
 #[doc(hidden)]
+#[cfg(feature = "testing")]
 pub use crate::dispatch::segmented::PlanOverrides;
 use crate::dispatch::segmented::{self, Kernels, Layout, Scratch};
 use crate::driver;
@@ -147,12 +148,14 @@ impl DeviceSegmentedReduce {
     /// chunks over the whole GPU; `Some(false)`: a block per row; `None`: by the row count), so tests can
     /// check that the choice does not change the bits.
     #[doc(hidden)]
+    #[cfg(feature = "testing")]
     pub fn set_reproducible_split(&mut self, split: Option<bool>) {
         self.scratch.repro_split = split;
     }
 
     /// Overrides the kernels' plans, so benchmarks can compare them on one input (see [`PlanOverrides`]).
     #[doc(hidden)]
+    #[cfg(feature = "testing")]
     pub fn set_plan_overrides(&mut self, overrides: PlanOverrides) -> Result<()> {
         // The kernels' shuffles need whole warps.
         if let Some(t) = overrides

@@ -1,9 +1,10 @@
-//! A launch path for kernels-gpu's one-block test kernels (`test_*`), so the GPU tests can check device
+//! The hooks of the `testing` feature on [`Gpu`]: the spin kernel the benchmarks queue work behind, and a
+//! launch path for kernels-gpu's one-block test kernels (`test_*`), so the GPU tests can check device
 //! primitives lane by lane. Not part of the supported API.
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy};
 use reduce_contract::kernels::TestKernel;
 use reduce_contract::layout::SMEM_BYTES;
-use reduce_contract::params::LaneParams;
+use reduce_contract::params::{LaneParams, SpinParams};
 
 use crate::dispatch;
 use crate::driver::Launch;
@@ -23,6 +24,34 @@ impl LaneWord for u32 {}
 impl LaneWord for f32 {}
 
 impl Gpu {
+    /// Enqueues a one-thread kernel that busy-waits `ns` nanoseconds on `stream`. Benchmarks put it ahead of
+    /// timed work so the host can queue that work before the GPU reaches it. At most one second, so a
+    /// mistaken value cannot hang the GPU.
+    #[doc(hidden)]
+    pub fn spin_async<'s>(&self, ns: u64, stream: impl Into<StreamRef<'s>>) -> Result<()> {
+        if ns > 1_000_000_000 {
+            return Err(Error::InvalidArgument(format!(
+                "spin of {ns} ns: at most one second"
+            )));
+        }
+        let _current = self.make_current()?;
+        let shape = crate::driver::Launch {
+            grid: 1,
+            block: 32,
+            shared_bytes: 0,
+        };
+        // SAFETY: `util_spin` touches no memory.
+        unsafe {
+            crate::dispatch::launch(
+                self,
+                reduce_contract::kernels::Spin,
+                shape,
+                stream.into(),
+                SpinParams { ns },
+            )
+        }
+    }
+
     /// Runs the test kernel `name` (`test_…`, taking `LaneParams<X>`) as one
     /// block with a thread per element of `input`, and returns what each thread wrote. `input.len()` must
     /// be a multiple of 32 in 32..=1024. Shared memory: 4 bytes per thread, at least the usual amount.

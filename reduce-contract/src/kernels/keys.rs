@@ -1,5 +1,5 @@
 //! The values that pick a module or a kernel within it: operators, element types, passes. Each is an enum
-//! declared by [`keys!`], which also gives it `ALL` (its values in declaration order), `COUNT`, its
+//! declared by `keys!`, which also gives it `ALL` (its values in declaration order), `COUNT`, its
 //! position in `ALL` and the word it is spelled with in kernel names. Module indices, kernel slots and
 //! names are all derived from those, so none is numbered by hand.
 

@@ -2,18 +2,21 @@
 //!
 //! A module is the unit the host loads, on first use: the kernels of one `(operator, element)` pair, one
 //! histogram sample type, one compaction predicate, the reproducible sum of one float type, the seed
-//! chapter, or the test-only kernels. A program
-//! that only sums f32 therefore loads (and, without a matching cubin, JIT-compiles) four kernels.
+//! chapter, or the test-only kernels. A program that only sums f32 therefore loads (and, without a
+//! matching cubin, JIT-compiles) four kernels.
 //!
 //! Identity is typed ([`kernel`]): each kind of kernel is a type that names its module, its slot and the
 //! parameter struct it takes, and the host launches through `K: Takes<P>`. Module indices
 //! ([`module`]), slots and names are derived from the keys' declaration order and words ([`keys`]),
 //! never numbered by hand.
 //!
-//! The device generates its entries from the lists ([`reduce_pairs!`], [`histogram_samples!`],
-//! [`select_predicates!`], [`repro_elems!`], [`softmax_types!`], [`tile_test_primitives!`]) and names
-//! them with [`kernel_name!`]; the host's build script splits the PTX by [`Module::all`] and refuses a
-//! build where an entry is in no module or a module's kernel is missing, so the two sides cannot drift.
+//! The device generates its entries from the lists ([`reduce_pairs!`](crate::reduce_pairs),
+//! [`histogram_samples!`](crate::histogram_samples), [`select_predicates!`](crate::select_predicates),
+//! [`repro_elems!`](crate::repro_elems), [`softmax_types!`](crate::softmax_types),
+//! [`tile_test_primitives!`](crate::tile_test_primitives)) and names them with
+//! [`kernel_name!`](crate::kernel_name); the host's build script splits the PTX by [`Module::all`] and
+//! refuses a build where an entry is in no module or a module's kernel is missing, so the two sides cannot
+//! drift.
 pub mod kernel;
 pub mod keys;
 pub mod module;

@@ -7,12 +7,12 @@ use reduce_contract::Sample;
 use reduce_contract::layout::MAX_SHARED_BINS;
 
 use crate::dispatch::histogram::Plan;
-use crate::dispatch::{self, Span};
+use crate::dispatch::{self, call::Call};
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, InContext};
 use crate::half::{BF16, F16};
-use crate::stream::{self, StreamRef};
+use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut};
 
 mod sealed {
@@ -336,7 +336,9 @@ impl DeviceHistogram {
         plan: Plan,
     ) -> Result<Vec<C>> {
         Self::check_capacity::<C>(input.len())?;
-        let _current = self.gpu.make_current()?;
+        let mut call = Call::new(&self.gpu)?;
+        let input = call.input(input, "input")?;
+        call.own();
         let bins = plan.bins as usize;
         if self.counts.len() < bins {
             // Blocking calls wait for their work, so nothing in flight uses the old buffer.
@@ -344,11 +346,9 @@ impl DeviceHistogram {
         }
         let out = self.counts.as_device_ptr().as_raw();
         let stream = StreamRef::from(&*self.stream);
-        let homes = [input.home()];
-        let input = Span::of_view(&self.gpu, input, "input")?;
         // SAFETY: `counts` holds at least `bins` u64, so room for `bins` counters of `C`; blocking work ends
         // before the buffer is reused or freed.
-        stream::ordered(&homes, stream, || unsafe {
+        call.enqueue(stream, || unsafe {
             dispatch::histogram::enqueue::<T, C>(&self.gpu, input, &plan, out as *mut C, stream)
         })?;
         let mut counts = vec![C::default(); bins];
@@ -372,13 +372,11 @@ impl DeviceHistogram {
             )));
         }
         Self::check_capacity::<C>(input.len())?;
-        let homes = [input.home(), out.home()];
-        let input = Span::of_view(&self.gpu, input, "input")?;
-        let out = Span::of_view_mut(&self.gpu, &out, "output")?;
-        input.disjoint(&out, "input", "output")?;
-        let _current = self.gpu.make_current()?;
+        let mut call = Call::new(&self.gpu)?;
+        let input = call.input(input, "input")?;
+        let out = call.output(&out, "output")?;
         // SAFETY: `out` is a live device slice of at least `bins` counters; the caller keeps it alive.
-        stream::ordered(&homes, stream, || unsafe {
+        call.enqueue(stream, || unsafe {
             dispatch::histogram::enqueue::<T, C>(&self.gpu, input, &plan, out.as_mut_ptr(), stream)
         })
     }

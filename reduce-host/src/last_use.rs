@@ -37,6 +37,19 @@ impl LastUse {
         self.event.record(stream)
     }
 
+    /// Enqueues `work` on `stream` as a use: after the previous use, and recorded as the last even when
+    /// `work` fails (a launch before the failing one may have gone in).
+    pub fn claim<R>(
+        &mut self,
+        stream: StreamRef<'_>,
+        work: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        self.acquire(stream)?;
+        let r = work();
+        self.release(stream)?;
+        r
+    }
+
     /// Waits on the host until the previous use is done, e.g. before freeing the scratch.
     pub fn synchronize(&self) -> Result<()> {
         self.event.synchronize()

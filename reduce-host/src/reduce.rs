@@ -7,6 +7,7 @@ use reduce_contract::kernels::Reduction;
 use reduce_contract::layout::MAX_OP_ACC_BYTES;
 
 use crate::determinism::Determinism;
+use crate::dispatch::call::Call;
 use crate::dispatch::reduce::{Scratch, Strategy};
 use crate::dispatch::reproducible::{ReproScratch, ReproShape};
 use crate::dispatch::{self, Source, Span};
@@ -15,9 +16,9 @@ use crate::element::{Element, Indexed, OrdElement, SumElement};
 use crate::error::Result;
 use crate::gpu::{Gpu, InContext};
 use crate::pinned::Pinned;
-use crate::stream::{self, StreamRef};
+use crate::stream::StreamRef;
 use crate::tuning::{self, Policy};
-use crate::view::{DeviceView, DeviceViewMut, Home};
+use crate::view::{DeviceView, DeviceViewMut};
 
 /// How the per-block partials of a device-wide reduction are combined.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -353,16 +354,16 @@ impl DeviceReduce {
         source: Source<'_, Reduction>,
         input: DeviceView<'_, T>,
     ) -> Result<Acc> {
-        let _current = self.make_current()?;
-        let homes = [input.home(), Home::default()];
-        let input = Span::of_view(&self.gpu, input, "input")?;
+        let mut call = Call::new(&self.gpu)?;
+        let input = call.input(input, "input")?;
+        call.own();
         let mapped = self
             .staging
             .device_ptr()
             .filter(|_| self.combine != Combine::Atomic);
         assert!(size_of::<Acc>() <= self.staging.len(), "staging too small");
         let out = mapped.unwrap_or(self.scratch.result.as_device_ptr().as_raw());
-        self.enqueue::<T, Acc>(source, input, out as *mut Acc, homes, None)?;
+        self.enqueue::<T, Acc>(&call, source, input, out as *mut Acc, None)?;
         let stream = StreamRef::from(&*self.stream);
         // SAFETY (both arms): the kernels just enqueued on the handle's stream write an `Acc` to `out`, the
         // staging's mapping or the device slot; `staging` is this handle's, used by blocking calls only,
@@ -401,20 +402,19 @@ impl DeviceReduce {
         out: DeviceViewMut<'_, Acc>,
         stream: StreamRef<'_>,
     ) -> Result<()> {
-        let homes = [input.home(), out.home()];
-        let out = Span::of_first(&self.gpu, &out, "output")?;
-        let input = Span::of_view(&self.gpu, input, "input")?;
-        input.disjoint(&out, "input", "output")?;
-        let _current = self.make_current()?;
-        self.enqueue::<T, Acc>(source, input, out.as_mut_ptr(), homes, Some(stream))
+        let mut call = Call::new(&self.gpu)?;
+        let input = call.input(input, "input")?;
+        let out = call.first(&out, "output")?;
+        self.enqueue::<T, Acc>(&call, source, input, out.as_mut_ptr(), Some(stream))
     }
 
+    /// The dispatch of `call`: the reproducible sum, or `source`'s kernels by the handle's combine.
     fn enqueue<T: Element, Acc>(
         &mut self,
+        call: &Call,
         source: Source<'_, Reduction>,
         input: Span<T>,
         out: *mut Acc,
-        homes: [Home; 2],
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
         let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
@@ -424,7 +424,7 @@ impl DeviceReduce {
             .filter(|_| sum && self.determinism.reproducible_sum(T::ELEM));
         if let Some(float) = reproducible {
             // SAFETY: as below; for a float sum `Acc` is the f32 or f64 result the kernels write.
-            return stream::ordered(&homes, stream, || unsafe {
+            return call.enqueue(stream, || unsafe {
                 dispatch::reproducible::enqueue(
                     &self.gpu,
                     &mut self.repro,
@@ -442,7 +442,7 @@ impl DeviceReduce {
         );
         // SAFETY: `input` is a checked, borrowed view and `out` holds one `Acc` (the handle's mapped staging
         // or device result slot, or a non-empty slice the caller keeps alive until `stream` passes this work).
-        stream::ordered(&homes, stream, || unsafe {
+        call.enqueue(stream, || unsafe {
             dispatch::reduce::enqueue(
                 &self.gpu,
                 &mut self.scratch,

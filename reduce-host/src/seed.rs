@@ -4,13 +4,13 @@ use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
 use reduce_contract::layout::SEED_THREADS;
 
-use crate::dispatch::{self, Span};
+use crate::dispatch::{self, call::Call};
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, InContext};
 use crate::last_use::LastUse;
 use crate::pinned::Pinned;
-use crate::stream::{self, StreamRef};
+use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut};
 
 /// One step of the chapter's sum kernel.
@@ -171,20 +171,16 @@ impl SeedReduce {
                 "v5 reads float4s: the input must be 16-byte aligned".into(),
             ));
         }
-        let _current = self.gpu.make_current()?;
-        let homes = [input.home(), out.home()];
-        let input = Span::<f32>::from_raw(&self.gpu, input_ptr, n, "input")?;
-        let out = Span::of_view_mut(&self.gpu, &out, "output")?;
-        input.disjoint(&out, "input", "output")?;
+        let mut call = Call::new(&self.gpu)?;
+        let input = call.input(input, "input")?;
+        let out = call.output(&out, "output")?;
         let stream = stream.into();
         let partials = self.partials.as_device_ptr().as_raw() as *mut f32;
-        let last_use = &mut self.last_use;
-        stream::ordered(&homes, stream, || {
-            last_use.acquire(stream)?;
+        call.enqueue(stream, || {
             // SAFETY: the caller keeps `input` and `out` alive; `partials` holds `grid` f32 (checked above)
-            // and no other work uses them until this is done (`last_use`); v5's 16-byte alignment is checked
+            // and no other work uses them until this is done (the claim); v5's 16-byte alignment is checked
             // above.
-            let r = unsafe {
+            self.last_use.claim(stream, || unsafe {
                 dispatch::seed::enqueue(
                     &self.gpu,
                     version.kernel(),
@@ -194,10 +190,7 @@ impl SeedReduce {
                     out.as_mut_ptr(),
                     stream,
                 )
-            };
-            // Recorded even after a failed launch: the one before it may have gone in.
-            last_use.release(stream)?;
-            r
+            })
         })
     }
 }

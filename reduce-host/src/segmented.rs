@@ -6,7 +6,7 @@ use reduce_contract::kernels::PerSegment;
 use reduce_contract::{Op, Sample};
 
 use crate::determinism::Determinism;
-use crate::dispatch::Span;
+use crate::dispatch::call::Call;
 #[doc(hidden)]
 #[cfg(feature = "testing")]
 pub use crate::dispatch::segmented::PlanOverrides;
@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Gpu, InContext};
 use crate::half::{BF16, F16};
 use crate::segments::Segments;
-use crate::stream::{self, StreamRef};
+use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut};
 
 pub use reduce_contract::SoftmaxStats;
@@ -363,13 +363,10 @@ impl DeviceSegmentedReduce {
         out: impl Into<DeviceViewMut<'b, Acc>>,
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
-        let (kernels, input, out) = (kernels.into(), input.into(), out.into());
-        let _current = self.gpu.make_current()?;
-        let [begin_home, end_home] = segments.homes();
-        let homes = [input.home(), out.home(), begin_home, end_home];
-        let input_span = Span::of_view(&self.gpu, input, "input")?;
-        let layout =
-            segments.layout(input_span.len, |v, what| Span::of_view(&self.gpu, v, what))?;
+        let (kernels, input, mut out) = (kernels.into(), input.into(), out.into());
+        let mut call = Call::new(&self.gpu)?;
+        let input_span = call.input(input, "input")?;
+        let layout = segments.layout(input_span.len, |v, what| call.input(v, what))?;
         let count = layout.count();
         if (out.len() as u64) < count {
             return Err(Error::InvalidArgument(format!(
@@ -377,17 +374,12 @@ impl DeviceSegmentedReduce {
                 out.len()
             )));
         }
-        let out = Span::of_view(&self.gpu, out.as_view().slice(..count as usize), "output")?;
-        input_span.disjoint(&out, "input", "output")?;
-        if let Layout::Offsets { begin, end, .. } = layout {
-            begin.disjoint(&out, "begin offsets", "output")?;
-            end.disjoint(&out, "end offsets", "output")?;
-        }
+        let out = call.output(&out.slice_mut(..count as usize), "output")?;
         let blocking = stream.is_none();
         let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
         // SAFETY: the views borrow live memory (blocking calls wait below; async callers keep it alive per
         // their contract); rows were checked to lie inside the input, and `out` holds `count` results.
-        stream::ordered(&homes, stream, || unsafe {
+        call.enqueue(stream, || unsafe {
             segmented::enqueue(
                 &self.gpu,
                 &mut self.scratch,

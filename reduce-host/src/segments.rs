@@ -3,7 +3,7 @@
 use crate::dispatch::Span;
 use crate::dispatch::segmented::Layout;
 use crate::error::{Error, Result};
-use crate::view::{DeviceView, Home};
+use crate::view::DeviceView;
 
 /// Where the segments of a [`DeviceSegmentedReduce`](crate::DeviceSegmentedReduce) call lie in its input.
 ///
@@ -90,21 +90,13 @@ impl<'a> Segments<'a> {
         }
     }
 
-    /// The streams that own the offsets, when they are cudarc memory.
-    pub(crate) fn homes(&self) -> [Home; 2] {
-        match self.kind {
-            Kind::Offsets { begin, end } => [begin.home(), end.home()],
-            Kind::Rows { .. } => [Home::default(); 2],
-        }
-    }
-
     /// Checks the segments against an input of `n` elements: rows must lie inside it (offsets are checked
     /// on the device, where they are).
     /// `span` checks an offsets view the way every device slice of a call is checked (address, device).
     pub(crate) fn layout(
         &self,
         n: u64,
-        span: impl Fn(DeviceView<'_, u64>, &str) -> Result<Span<u64>>,
+        mut span: impl FnMut(DeviceView<'_, u64>, &'static str) -> Result<Span<u64>>,
     ) -> Result<Layout> {
         let invalid = |m: String| Err(Error::InvalidArgument(m));
         match self.kind {

@@ -7,15 +7,15 @@ use reduce_contract::kernels::{SelectFlagged, SelectKernel, SelectPass, Takes};
 use reduce_contract::params::SelectParams;
 
 use crate::dispatch::select::{Scratch, Selection};
-use crate::dispatch::{self, Span};
+use crate::dispatch::{self, call::Call};
 use crate::driver;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, InContext};
 use crate::pinned::Pinned;
-use crate::stream::{self, StreamRef};
+use crate::stream::StreamRef;
 use crate::tuning::{self, Policy};
-use crate::view::{DeviceView, DeviceViewMut, Home};
+use crate::view::{DeviceView, DeviceViewMut};
 
 mod sealed {
     pub trait Sealed {}
@@ -281,11 +281,11 @@ impl DeviceSelect {
         self.enqueue_into(selection, input, out.into(), count.into(), stream.into())
     }
 
-    fn flagged<T: SelectElement>(
+    fn flagged<'f, T: SelectElement>(
         &self,
         input: DeviceView<'_, T>,
-        flags: DeviceView<'_, u8>,
-    ) -> Result<Selection<T>> {
+        flags: DeviceView<'f, u8>,
+    ) -> Result<Selection<T, DeviceView<'f, u8>>> {
         if flags.len() != input.len() {
             return Err(Error::InvalidArgument(format!(
                 "flags hold {} bytes for {} elements; they must be as long as the input",
@@ -293,24 +293,19 @@ impl DeviceSelect {
                 input.len()
             )));
         }
-        Ok(Selection::Flagged {
-            flags: Span::of_view(&self.gpu, flags, "flags")?,
-            home: flags.home(),
-        })
+        Ok(Selection::Flagged(flags))
     }
 
     fn blocking<T: SelectElement>(
         &mut self,
-        selection: Selection<T>,
+        selection: Selection<T, DeviceView<'_, u8>>,
         input: DeviceView<'_, T>,
         out: DeviceViewMut<'_, T>,
     ) -> Result<u64> {
-        let _current = self.gpu.make_current()?;
+        let mut call = Call::new(&self.gpu)?;
         let count = self.count.as_device_ptr().as_raw();
-        let homes = [input.home(), out.home(), Home::default()];
-        let input = Span::of_view(&self.gpu, input, "input")?;
-        let out = Span::of_view_mut(&self.gpu, &out, "output")?;
-        self.enqueue(selection, (input, out), count as *mut u64, homes, None)?;
+        call.own();
+        self.enqueue(call, selection, (input, out), count as *mut u64, None)?;
         // SAFETY: the kernels just enqueued write the count, a u64, on the handle's stream; `staging` is
         // this handle's, used by blocking calls only, which `&mut self` serialises.
         unsafe { driver::read_back::<u64>(count, &self.staging, StreamRef::from(&*self.stream)) }
@@ -318,51 +313,37 @@ impl DeviceSelect {
 
     fn enqueue_into<T: SelectElement>(
         &mut self,
-        selection: Selection<T>,
+        selection: Selection<T, DeviceView<'_, u8>>,
         input: DeviceView<'_, T>,
         out: DeviceViewMut<'_, T>,
         count: DeviceViewMut<'_, u64>,
         stream: StreamRef<'_>,
     ) -> Result<()> {
-        let homes = [input.home(), out.home(), count.home()];
-        let count = Span::of_first(&self.gpu, &count, "count")?;
-        let input = Span::of_view(&self.gpu, input, "input")?;
-        input.disjoint(&count, "input", "count")?;
-        let out = Span::of_view_mut(&self.gpu, &out, "output")?;
-        out.disjoint(&count, "output", "count")?;
-        if let Selection::Flagged { flags, .. } = &selection {
-            flags.disjoint(&count, "flags", "count")?;
-        }
-        let _current = self.gpu.make_current()?;
+        let mut call = Call::new(&self.gpu)?;
+        let count = call.first(&count, "count")?;
         self.enqueue(
+            call,
             selection,
             (input, out),
             count.as_mut_ptr(),
-            homes,
             Some(stream),
         )
     }
 
-    /// Checks the slices against each other and hands the call to the dispatch, on `stream` (the handle's if
-    /// none).
+    /// Checks the slices (against each other and `call`'s count) and hands the call to the dispatch, on
+    /// `stream` (the handle's if none).
     fn enqueue<T: SelectElement>(
         &mut self,
-        selection: Selection<T>,
-        (input, out): (Span<T>, Span<T>),
+        mut call: Call,
+        selection: Selection<T, DeviceView<'_, u8>>,
+        (input, out): (DeviceView<'_, T>, DeviceViewMut<'_, T>),
         count: *mut u64,
-        [input_home, out_home, count_home]: [Home; 3],
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
         let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
-        let flags_home = match &selection {
-            Selection::Flagged { home, .. } => *home,
-            _ => Home::default(),
-        };
-        let homes = [input_home, out_home, count_home, flags_home];
-        input.disjoint(&out, "input", "output")?;
-        if let Selection::Flagged { flags, .. } = &selection {
-            flags.disjoint(&out, "flags", "output")?;
-        }
+        let input = call.input(input, "input")?;
+        let out = call.output(&out, "output")?;
+        let selection = selection.try_map(|flags| call.input(flags, "flags"))?;
         if out.len < input.len {
             return Err(Error::InvalidArgument(format!(
                 "the output holds {} elements; it must hold at least the input's {}",
@@ -371,7 +352,7 @@ impl DeviceSelect {
         }
         // SAFETY: `input` and `out` are checked, borrowed, disjoint views, `out` at least as long; `count` holds one u64 (the
         // handle's slot, or a non-empty slice the caller keeps alive until `stream` passes this work).
-        stream::ordered(&homes, stream, || unsafe {
+        call.enqueue(stream, || unsafe {
             dispatch::select::enqueue(
                 &self.gpu,
                 &mut self.tiles,
@@ -387,7 +368,10 @@ impl DeviceSelect {
 }
 
 /// The selection by `pred`, in input order when `stable`.
-fn by_predicate<T: SelectElement, P: Predicate<T>>(stable: bool, pred: &P) -> Selection<T> {
+fn by_predicate<'f, T: SelectElement, P: Predicate<T>>(
+    stable: bool,
+    pred: &P,
+) -> Selection<T, DeviceView<'f, u8>> {
     let (pred, threshold) = (P::PRED, pred.threshold());
     if stable {
         Selection::Stable { pred, threshold }

@@ -2,6 +2,7 @@
 //! checks, the grid, the ordering of scratch reuse and the launch. Every launch goes through [`launch`] or
 //! [`Source::launch`], which take a typed kernel (`reduce_contract::kernels`) and the parameter struct it
 //! `Takes`; the handles above only choose kernels and present results.
+pub(crate) mod call;
 pub(crate) mod histogram;
 pub(crate) mod reduce;
 pub(crate) mod reproducible;
@@ -18,7 +19,7 @@ use crate::driver::{self, Function, Launch, Order};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::stream::StreamRef;
-use crate::view::{DeviceView, DeviceViewMut, overlap};
+use crate::view::{DeviceView, DeviceViewMut};
 
 /// A device slice as the dispatch sees it: its address and length.
 pub(crate) struct Span<T> {
@@ -59,21 +60,6 @@ impl<T> Span<T> {
             Error::InvalidArgument(format!("the {what} slice must hold at least one element"))
         })?;
         Span::of_view(gpu, first, what)
-    }
-
-    /// Refuses two spans of one call that share a byte: an output must not alias an input (the kernels
-    /// read inputs through the non-coherent cache) or another output.
-    pub fn disjoint<U>(&self, other: &Span<U>, what: &str, other_what: &str) -> Result<()> {
-        let bytes = |ptr: u64, len: u64, size: usize| (ptr, len.saturating_mul(size as u64));
-        if overlap(
-            bytes(self.ptr, self.len, size_of::<T>()),
-            bytes(other.ptr, other.len, size_of::<U>()),
-        ) {
-            return Err(Error::InvalidArgument(format!(
-                "the {what} and the {other_what} overlap in device memory; they must be disjoint"
-            )));
-        }
-        Ok(())
     }
 
     /// As [`of_view`](Self::of_view), from an address and a length. The owner check matters because a

@@ -136,12 +136,11 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         source.launch(gpu, pass, s, stream, params, Order::Programmatic)
     };
 
-    scratch.last_use.acquire(stream)?;
     // SAFETY (every launch): `input` is valid for `n` reads and `out` for one `Acc` (the caller);
     // `partials` holds `grid` accumulators (reserved above) and the tickets are u32 counters only this
     // handle's kernels use, all serialised across streams by `acquire`, each zero at launch because every
     // completed `last_block` launch leaves it so; every kernel gets the shared memory its source needs.
-    let launched = (|| unsafe {
+    scratch.last_use.claim(stream, || unsafe {
         // The partials and finalize kernels wait for the kernel before them on the stream before they touch
         // memory, so they go as programmatic dependents: each one's launch overlaps the previous kernel.
         if n == 0 {
@@ -190,8 +189,5 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 launch(gpu, kernel, shape, stream, params)
             }
         }
-    })();
-    // Record the use even after a failed launch, so a later call orders after whatever did run.
-    scratch.last_use.release(stream)?;
-    launched
+    })
 }

@@ -109,11 +109,10 @@ pub(crate) unsafe fn enqueue<T, Out>(
     };
     let sm_count = gpu.info().sm_count;
 
-    scratch.last_use.acquire(stream)?;
     // SAFETY (both launches): `input` is valid for `n` reads and `out` for one `Out` (the caller);
     // `partials` holds `chunks` partials of 16 bytes (reserved above), serialised across streams by
     // `acquire`; the combine gets its COMBINE_SHARED_BYTES.
-    let launched = (|| unsafe {
+    scratch.last_use.claim(stream, || unsafe {
         if chunks > 0 {
             let kernel = ReproKernel(elem, ReproPass::Chunks);
             let f = gpu.function(kernel)?;
@@ -130,10 +129,7 @@ pub(crate) unsafe fn enqueue<T, Out>(
             shared_bytes: COMBINE_SHARED_BYTES,
         };
         launch(gpu, kernel, shape, stream, params)
-    })();
-    // Record the use even after a failed launch, so a later call orders after whatever did run.
-    scratch.last_use.release(stream)?;
-    launched
+    })
 }
 
 #[cfg(test)]

@@ -276,15 +276,6 @@ impl Scratch {
         self.error.as_device_ptr().as_raw() as *mut u32
     }
 
-    /// Zeroes the bad-offsets word on `stream`, ahead of kernels that may set it.
-    ///
-    /// # Safety
-    /// Nothing else may use the word meanwhile (callers hold the scratch's `last_use` order).
-    unsafe fn clear_error(&self, stream: StreamRef<'_>) -> Result<()> {
-        // SAFETY: the word is a live u32 of this scratch; the caller orders its users.
-        unsafe { driver::memset_zero(self.error_word() as u64, size_of::<u32>(), stream) }
-    }
-
     /// Reads the bad-offsets word after the work on `stream` (waits for it).
     pub fn read_error(&mut self, stream: StreamRef<'_>) -> Result<bool> {
         let word = self.error_word() as u64;
@@ -292,6 +283,16 @@ impl Scratch {
         // `staging` is this scratch's, and `&mut self` keeps other reads out.
         Ok(unsafe { driver::read_back::<u32>(word, &self.staging, stream)? } != 0)
     }
+}
+
+/// Zeroes a scratch's bad-offsets word `word` on `stream`, ahead of kernels that may set it.
+///
+/// # Safety
+/// `word` is [`Scratch::error_word`] of a live scratch, and nothing else uses it meanwhile (callers hold
+/// the scratch's `last_use` claim).
+unsafe fn clear_error(word: *mut u32, stream: StreamRef<'_>) -> Result<()> {
+    // SAFETY: the word is a live u32 (the caller), whose users the caller orders.
+    unsafe { driver::memset_zero(word as u64, size_of::<u32>(), stream) }
 }
 
 /// Enqueues the per-segment reduction of `input` by `source`'s kernels (a built-in operator and element
@@ -418,13 +419,13 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             None => TILE_BLOCKS_PER_SM * SEGMENTED_THREADS as u64 / per_block,
         };
 
-    scratch.last_use.acquire(stream)?;
+    let error_word = scratch.error_word();
     // SAFETY (every launch): `input`, the offsets and `out` are valid (the caller); the partials hold
     // `count · pieces` accumulators (reserved above) and the error word is a u32, both serialised across
     // streams by `acquire`; every kernel gets the shared memory its source needs and whole warps.
-    let launched = (|| unsafe {
+    scratch.last_use.claim(stream, || unsafe {
         if offsets {
-            scratch.clear_error(stream)?;
+            clear_error(error_word, stream)?;
         }
         match plan {
             Plan::Rows => {
@@ -443,10 +444,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 launch(shape(SegmentedPass::Combine, count)?, params)
             }
         }
-    })();
-    // Record the use even after a failed launch, so a later call orders after whatever did run.
-    scratch.last_use.release(stream)?;
-    launched
+    })
 }
 
 /// Whether `module`'s result has the same bits whatever the reduction tree, so its block size may follow
@@ -614,15 +612,15 @@ unsafe fn enqueue_reproducible<T, Out>(
         ))
     };
     let warps_per_block = REPRO_SEGMENT_THREADS as u64 / 32;
-    scratch.last_use.acquire(stream)?;
+    let error_word = scratch.error_word();
     // SAFETY (every launch): `input`, the offsets and `out` are valid (the caller); rows lie inside the
     // input, and with the warp kernel are one chunk at most, and at most `width` elements for tiles (the
     // plan); split rows' partials hold `count ·
     // pieces` accumulators of 16 bytes (reserved above); the partials and the error word are serialised
     // across streams by `acquire`; the block and combine kernels get their COMBINE_SHARED_BYTES.
-    let launched = (|| unsafe {
+    scratch.last_use.claim(stream, || unsafe {
         if layout.rows_len().is_none() {
-            scratch.clear_error(stream)?;
+            clear_error(error_word, stream)?;
         }
         match plan {
             ReproPlan::Warp { width } => {
@@ -671,10 +669,7 @@ unsafe fn enqueue_reproducible<T, Out>(
                 launch(gpu, k, s, stream, params)
             }
         }
-    })();
-    // Record the use even after a failed launch, so a later call orders after whatever did run.
-    scratch.last_use.release(stream)?;
-    launched
+    })
 }
 
 #[cfg(test)]

@@ -16,17 +16,27 @@ use crate::last_use::LastUse;
 use crate::select::SelectElement;
 use crate::stream::StreamRef;
 use crate::tuning::{self, Policy};
-use crate::view::Home;
 
-/// What decides which elements are kept, and whether their order is kept.
-pub(crate) enum Selection<T> {
+/// What decides which elements are kept, and whether their order is kept. `F` is the byte mask: a view
+/// as the handle takes it, a checked span as the dispatch runs it.
+pub(crate) enum Selection<T, F = Span<u8>> {
     /// By a predicate, output order unspecified.
     Unordered { pred: Pred, threshold: T },
     /// By a predicate, in input order.
     Stable { pred: Pred, threshold: T },
     /// By a byte mask as long as the input, in input order.
-    /// `home`: the stream that owns the flags, when they are cudarc memory.
-    Flagged { flags: Span<u8>, home: Home },
+    Flagged(F),
+}
+
+impl<T, F> Selection<T, F> {
+    /// The same selection with the mask `map`ped.
+    pub fn try_map<G, E>(self, map: impl FnOnce(F) -> Result<G, E>) -> Result<Selection<T, G>, E> {
+        Ok(match self {
+            Selection::Unordered { pred, threshold } => Selection::Unordered { pred, threshold },
+            Selection::Stable { pred, threshold } => Selection::Stable { pred, threshold },
+            Selection::Flagged(flags) => Selection::Flagged(map(flags)?),
+        })
+    }
 }
 
 /// Device temporaries: the look-back words of the stable kernels, and the event that orders their reuse
@@ -50,14 +60,10 @@ impl Scratch {
         self.last_use.synchronize()
     }
 
-    /// Sizes the stable kernels' grid (one block per tile of `threads`) and zeroes `1 + tiles` look-back
-    /// words on `stream`, growing the buffer first if needed. Returns the grid and the words' address.
-    fn prepare<T>(
-        &mut self,
-        threads: u32,
-        input: Span<T>,
-        stream: StreamRef<'_>,
-    ) -> Result<(u32, *mut u64)> {
+    /// Sizes the stable kernels' grid (one block per tile of `threads`) and makes room for its `1 + tiles`
+    /// look-back words, growing the buffer first if needed. Returns the grid, the words' address and
+    /// their count, which the caller zeroes on its stream ([`zero_states`]) once it holds the claim.
+    fn prepare<T>(&mut self, threads: u32, input: Span<T>) -> Result<(u32, *mut u64, usize)> {
         let tiles = stable_tiles(threads, input.ptr, input.len, size_of::<T>() as u64);
         let grid = u32::try_from(tiles)
             .ok()
@@ -75,9 +81,7 @@ impl Scratch {
             self.states = driver::zeroed(words.next_power_of_two())?;
         }
         let states = self.states.as_device_ptr().as_raw();
-        // SAFETY: the buffer holds at least `words` u64s; the stream is ordered after its last use.
-        unsafe { driver::memset_zero(states, words * 8, stream)? };
-        Ok((grid, states as *mut u64))
+        Ok((grid, states as *mut u64, words))
     }
 }
 
@@ -123,7 +127,7 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
             null,
             false,
         ),
-        Selection::Flagged { flags, .. } => (
+        Selection::Flagged(flags) => (
             Which::<T>::Flags(T::BY_FLAGS),
             T::default(),
             flags.as_ptr(),
@@ -150,9 +154,17 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
             Which::Flags(k) => launch(gpu, k, shape, stream, params),
         }
     };
-    scratch.last_use.acquire(stream)?;
-    let launched = (|| {
-        if unordered {
+    // The stable kernels' look-back words, grown (waiting for their last use) before the claim.
+    let stable = if unordered {
+        None
+    } else {
+        // The kernel's registers may cap its block below the policy's, and the staging of a whole tile
+        // must fit in shared memory: size the tiles for the block it really launches with.
+        let block = stable_threads(f.fit_block(policy.threads));
+        Some((block, scratch.prepare(block, input)?))
+    };
+    scratch.last_use.claim(stream, || {
+        let Some((block, (grid, states, words))) = stable else {
             // Grid-stride: one resident wave at most, so no block runs alone at the end.
             let block = f.fit_block(policy.threads);
             let per_sm = policy
@@ -176,25 +188,19 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
             // SAFETY: `input` is valid for n reads, `out` for n writes, `count` for one u64, zeroed first as
             // the kernel requires (the caller).
             unsafe { driver::memset_zero(count as u64, 8, stream)? };
-            launch(shape, params)
-        } else {
-            // The kernel's registers may cap its block below the policy's, and the staging of a whole tile
-            // must fit in shared memory: size the tiles for the block it really launches with.
-            let block = stable_threads(f.fit_block(policy.threads));
-            let (grid, states) = scratch.prepare(block, input, stream)?;
-            let shape = Launch {
-                grid,
-                block,
-                shared_bytes: stable_shared_bytes(block),
-            };
-            // SAFETY: as above, and `states` holds `1 + grid` zeroed words for this launch alone
-            // (serialised across streams by `acquire`), with one block per tile.
-            launch(shape, SelectParams { states, ..params })
-        }
-    })();
-    // Record the use even after a failed launch, so a later call orders after whatever did run.
-    scratch.last_use.release(stream)?;
-    launched
+            return launch(shape, params);
+        };
+        let shape = Launch {
+            grid,
+            block,
+            shared_bytes: stable_shared_bytes(block),
+        };
+        // SAFETY: the buffer holds `words` u64s, this launch's alone (serialised across streams by the
+        // claim); the kernel needs them zeroed, with one block per tile.
+        unsafe { driver::memset_zero(states as u64, words * 8, stream)? };
+        // SAFETY: as above.
+        launch(shape, SelectParams { states, ..params })
+    })
 }
 
 /// `threads` capped so a stable block's staging (a whole tile) fits the shared memory a block gets without

@@ -248,8 +248,9 @@ macro_rules! select_kernels {
             #[unsafe(export_name = kernel_name!(select unordered $pred $ty))]
             pub unsafe extern "ptx-kernel" fn unordered(p: Params) {
                 let sel = If(predicate!($pred elem::$ty, p.threshold));
+                const V: usize = unordered_vectors(<elem::$ty as crate::thread::Vectorize>::LANES);
                 // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::select::unordered::<_, _, UNORDERED_VECTORS>(p.input, p.n, sel, p.out, p.count) }
+                unsafe { crate::select::unordered::<_, _, V>(p.input, p.n, sel, p.out, p.count) }
             }
 
             /// # Safety
@@ -257,9 +258,29 @@ macro_rules! select_kernels {
             #[unsafe(export_name = kernel_name!(select stable $pred $ty))]
             pub unsafe extern "ptx-kernel" fn stable(p: Params) {
                 let sel = If(predicate!($pred elem::$ty, p.threshold));
+                const V: usize = reduce_contract::layout::stable_vectors(size_of::<elem::$ty>());
                 // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
-                unsafe { crate::select::stable::<_, _, STABLE_VECTORS>(p.input, p.n, sel, p.out, p.count, p.states) }
+                unsafe { crate::select::stable::<_, _, V>(p.input, p.n, sel, p.out, p.count, p.states) }
             }
+        }
+    )*};
+}
+
+/// Exports stable compaction by a byte mask of each type: `select_flagged_<type>`.
+macro_rules! flagged_kernels {
+    ($($ty:ident),* $(,)?) => {$(
+        /// Stable compaction by a byte mask.
+        ///
+        /// # Safety
+        /// See [`crate::select::stable`]; `flags` valid for `n` reads.
+        #[unsafe(export_name = kernel_name!(select_flagged $ty))]
+        pub unsafe extern "ptx-kernel" fn ${concat(flagged_, $ty)}(
+            p: reduce_contract::params::SelectParams<elem::$ty>,
+        ) {
+            let sel = crate::select::Flagged(p.flags);
+            const V: usize = reduce_contract::layout::stable_vectors(size_of::<elem::$ty>());
+            // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
+            unsafe { crate::select::stable::<_, _, V>(p.input, p.n, sel, p.out, p.count, p.states) }
         }
     )*};
 }
@@ -268,18 +289,5 @@ mod select {
     use super::*;
     reduce_contract::select_predicates!(select_kernels);
 
-    /// Stable compaction by a byte mask.
-    ///
-    /// # Safety
-    /// See [`crate::select::stable`]; `flags` valid for `n` reads.
-    #[unsafe(export_name = kernel_name!(select_flagged f32))]
-    pub unsafe extern "ptx-kernel" fn flagged_f32(p: reduce_contract::params::SelectParams<f32>) {
-        let sel = crate::select::Flagged(p.flags);
-        // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
-        unsafe {
-            crate::select::stable::<_, _, { crate::select::STABLE_VECTORS }>(
-                p.input, p.n, sel, p.out, p.count, p.states,
-            )
-        }
-    }
+    reduce_contract::select_flagged_types!(flagged_kernels);
 }

@@ -22,6 +22,13 @@ use crate::warp;
 /// kernel: 4 vectors took 940 µs on 2^28 f32, 8 take 680 µs on the H200).
 pub use reduce_contract::layout::UNORDERED_VECTORS;
 
+/// Vectors per round of the unordered kernel for elements of `lanes` per vector: [`UNORDERED_VECTORS`],
+/// fewer for bytes, so a round's element slots fit the 64-bit ballot mask.
+pub const fn unordered_vectors(lanes: usize) -> usize {
+    let fit = 64 / lanes;
+    if fit < UNORDERED_VECTORS { fit } else { UNORDERED_VECTORS }
+}
+
 /// Vectors each thread handles per tile of the exported [`stable`] kernels. The host sizes its grid (one block
 /// per tile) and the staging memory with the same number.
 pub use reduce_contract::layout::STABLE_VECTORS;
@@ -69,24 +76,82 @@ impl<T: OrdElement> Predicate<T> for LessThan<T> {
     }
 }
 
-impl<T: Default + PartialEq> Predicate<T> for NonZero {
+/// The value tests of [`NonZero`] and [`IsFinite`], by each type's meaning rather than its bits: −0.0 is
+/// zero, and an integer is always finite.
+pub trait Value: Copy {
+    /// Whether the value is zero (either zero of a float).
+    fn is_zero(self) -> bool;
+    /// Whether the value is neither a NaN nor ±∞.
+    fn is_finite(self) -> bool;
+}
+
+macro_rules! int_value {
+    ($($t:ty),*) => {$(
+        impl Value for $t {
+            #[inline(always)]
+            fn is_zero(self) -> bool {
+                self == 0
+            }
+            #[inline(always)]
+            fn is_finite(self) -> bool {
+                true
+            }
+        }
+    )*};
+}
+int_value!(i32, u32, i64, u64, u8);
+
+macro_rules! float_value {
+    ($($t:ty),*) => {$(
+        impl Value for $t {
+            #[inline(always)]
+            fn is_zero(self) -> bool {
+                self == 0.0
+            }
+            #[inline(always)]
+            fn is_finite(self) -> bool {
+                <$t>::is_finite(self)
+            }
+        }
+    )*};
+}
+float_value!(f32, f64);
+
+/// The 16-bit floats by their bits: `magnitude` masks the sign off, `exponent` is the all-ones exponent.
+macro_rules! half_value {
+    ($($t:ty: $exponent:literal),*) => {$(
+        impl Value for $t {
+            #[inline(always)]
+            fn is_zero(self) -> bool {
+                self.0 & 0x7fff == 0
+            }
+            #[inline(always)]
+            fn is_finite(self) -> bool {
+                self.0 & $exponent != $exponent
+            }
+        }
+    )*};
+}
+half_value!(crate::half::F16: 0x7c00, crate::half::BF16: 0x7f80);
+
+impl<T: Value> Predicate<T> for NonZero {
     #[inline(always)]
     fn new(_: T) -> Self {
         NonZero
     }
     #[inline(always)]
     fn test(self, x: T) -> bool {
-        x != T::default()
+        !x.is_zero()
     }
 }
 
-impl Predicate<f32> for IsFinite {
+impl<T: Value> Predicate<T> for IsFinite {
     #[inline(always)]
-    fn new(_: f32) -> Self {
+    fn new(_: T) -> Self {
         IsFinite
     }
     #[inline(always)]
-    fn test(self, x: f32) -> bool {
+    fn test(self, x: T) -> bool {
         x.is_finite()
     }
 }

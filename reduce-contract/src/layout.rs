@@ -97,6 +97,19 @@ pub const UNORDERED_VECTORS: usize = 8;
 /// per tile) and the staging memory with it.
 pub const STABLE_VECTORS: usize = 4;
 
+/// Vectors each thread handles per tile of the stable compaction of `size`-byte elements:
+/// [`STABLE_VECTORS`], fewer for 16- and 8-bit elements, so a thread holds at most 16 elements (more spill
+/// to local memory) — the f32 kernel's 4 vectors of 4.
+pub const fn stable_vectors(size: usize) -> usize {
+    let fit = 16 * size / LOAD_BYTES as usize;
+    let fit = if fit == 0 { 1 } else { fit };
+    if fit < STABLE_VECTORS {
+        fit
+    } else {
+        STABLE_VECTORS
+    }
+}
+
 /// Byte offset, in shared memory, of the stable kernels' staging area (16-byte aligned, past the words of
 /// the block scan and the look-back).
 pub const STAGE_OFFSET: u32 = 384;
@@ -133,6 +146,8 @@ const _: () = {
         STABLE_VECTORS <= 4,
         "the look-back packs four 16-bit round counts per u64"
     );
+    assert!(stable_vectors(4) == STABLE_VECTORS && stable_vectors(8) == STABLE_VECTORS);
+    assert!(stable_vectors(2) == 2 && stable_vectors(1) == 1);
     assert!(SMEM_BYTES <= SHARED_LIMIT);
     assert!(SEED_THREADS * 4 <= SHARED_LIMIT);
     assert!(SEGMENTED_THREADS.is_multiple_of(32) && SEGMENTED_THREADS <= 1024);

@@ -3,8 +3,9 @@
 use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
 use reduce_contract::Pred;
-use reduce_contract::kernels::{SelectFlagged, SelectKernel, SelectPass, Takes};
-use reduce_contract::params::SelectParams;
+use reduce_contract::kernels::SelectBy;
+
+use crate::half::{BF16, F16};
 
 use crate::dispatch::select::{Scratch, Selection};
 use crate::dispatch::{self, call::Call};
@@ -21,37 +22,23 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// Element types the compaction kernels are built for (f32).
-pub trait SelectElement: Element {
-    /// The kernels by predicate, which take this element's parameters.
-    #[doc(hidden)]
-    type ByPredicate: Takes<SelectParams<Self>>;
-    /// The kernel by byte mask.
-    #[doc(hidden)]
-    type ByFlags: Takes<SelectParams<Self>>;
-    /// The kernel of `pred` and `pass`.
-    #[doc(hidden)]
-    fn by_predicate(pred: Pred, pass: SelectPass) -> Self::ByPredicate;
-    /// The kernel by byte mask.
-    #[doc(hidden)]
-    const BY_FLAGS: Self::ByFlags;
-}
+/// Element types the compaction kernels are built for: every element type of the library.
+pub trait SelectElement: Element + sealed::Sealed {}
 
-impl SelectElement for f32 {
-    type ByPredicate = SelectKernel;
-    type ByFlags = SelectFlagged;
-    fn by_predicate(pred: Pred, pass: SelectPass) -> SelectKernel {
-        SelectKernel(pred, pass)
-    }
-    const BY_FLAGS: SelectFlagged = SelectFlagged;
+macro_rules! select_elements {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl SelectElement for $t {}
+    )*};
 }
+select_elements!(f32, f64, F16, BF16, i32, u32, i64, u64, u8);
 
 /// A test on one element that selects it, mirrored by a device type of the same name; the threshold, when
 /// the test has one, is a kernel parameter.
 pub trait Predicate<T: SelectElement>: Copy + sealed::Sealed {
-    /// The contract's name of the test, which picks the kernels.
+    /// The contract's name of the test for `T`, which picks the kernels.
     #[doc(hidden)]
-    const PRED: Pred;
+    fn by() -> SelectBy;
     /// The value passed as the kernel's `threshold` parameter.
     fn threshold(&self) -> T;
 }
@@ -65,7 +52,7 @@ pub struct LessThan<T>(pub T);
 /// Keeps `x != 0`: -0.0 and +0.0 are dropped, NaN is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NonZero;
-/// Keeps finite values: NaN and ±∞ are dropped.
+/// Keeps finite values of a float type: NaN and ±∞ are dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IsFinite;
 
@@ -75,30 +62,41 @@ impl sealed::Sealed for NonZero {}
 impl sealed::Sealed for IsFinite {}
 
 impl<T: SelectElement> Predicate<T> for GreaterThan<T> {
-    const PRED: Pred = Pred::Gt;
+    fn by() -> SelectBy {
+        SelectBy::Compare(Pred::Gt, T::ELEM)
+    }
     fn threshold(&self) -> T {
         self.0
     }
 }
 
 impl<T: SelectElement> Predicate<T> for LessThan<T> {
-    const PRED: Pred = Pred::Lt;
+    fn by() -> SelectBy {
+        SelectBy::Compare(Pred::Lt, T::ELEM)
+    }
     fn threshold(&self) -> T {
         self.0
     }
 }
 
 impl<T: SelectElement> Predicate<T> for NonZero {
-    const PRED: Pred = Pred::NonZero;
+    fn by() -> SelectBy {
+        SelectBy::Compare(Pred::NonZero, T::ELEM)
+    }
     fn threshold(&self) -> T {
         T::default()
     }
 }
 
-impl Predicate<f32> for IsFinite {
-    const PRED: Pred = Pred::Finite;
-    fn threshold(&self) -> f32 {
-        0.0
+impl<T: SelectElement + reduce_contract::Float> Predicate<T> for IsFinite {
+    fn by() -> SelectBy {
+        let float = T::ELEM
+            .float()
+            .expect("the Float element types are the floats");
+        SelectBy::Finite(float)
+    }
+    fn threshold(&self) -> T {
+        T::default()
     }
 }
 
@@ -372,11 +370,11 @@ fn by_predicate<'f, T: SelectElement, P: Predicate<T>>(
     stable: bool,
     pred: &P,
 ) -> Selection<T, DeviceView<'f, u8>> {
-    let (pred, threshold) = (P::PRED, pred.threshold());
+    let (by, threshold) = (P::by(), pred.threshold());
     if stable {
-        Selection::Stable { pred, threshold }
+        Selection::Stable { by, threshold }
     } else {
-        Selection::Unordered { pred, threshold }
+        Selection::Unordered { by, threshold }
     }
 }
 

@@ -200,7 +200,7 @@ fn reduce_kernels_wait_for_their_predecessor_from_sm_90() {
 #[test]
 fn compaction_uses_votes_atomics_and_look_back() {
     let mut text = String::new();
-    for (_, t) in ptx(Module::Select(Pred::Gt)) {
+    for (_, t) in ptx(Module::Select(Pred::Gt, Elem::F32)) {
         text += &t;
     }
     for (what, needle) in [

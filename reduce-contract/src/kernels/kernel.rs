@@ -190,18 +190,48 @@ pub struct HistogramBytes(pub Counter);
 kernel!(HistogramBytes, |k| (Module::HistogramBytes, k.0.ordinal()),
     [T, C] HistogramParams<T, C>, HistogramParams<u8, u8>);
 
-/// A compaction of f32 by a predicate.
+/// What a compaction by predicate keeps: a comparison of any element type, or the finite floats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SelectKernel(pub Pred, pub SelectPass);
+pub enum SelectBy {
+    /// `gt`, `lt` or `nonzero` (against the `threshold` parameter where it has one).
+    Compare(Pred, Elem),
+    /// The finite values of a float.
+    Finite(FloatElem),
+}
 
-kernel!(SelectKernel, |k| (Module::Select(k.0), k.1.ordinal()), [] SelectParams<f32>,
-    SelectParams<f32>);
+impl SelectBy {
+    /// The module of its kernels.
+    pub const fn module(self) -> Module {
+        match self {
+            SelectBy::Compare(pred, elem) => Module::Select(pred, elem),
+            SelectBy::Finite(elem) => Module::SelectFinite(elem),
+        }
+    }
+}
 
-/// Compaction of f32 by a byte mask.
+/// A compaction by a predicate. Its parameters, [`SelectParams<T>`], hold the element type's threshold;
+/// the struct has the same layout for every element type (the threshold takes one aligned 8-byte word),
+/// which the host builds with the element of the kernel's [`SelectBy`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SelectFlagged;
+pub struct SelectKernel(pub SelectBy, pub SelectPass);
 
-kernel!(SelectFlagged, |k| (Module::SelectFlagged, 0), [] SelectParams<f32>, SelectParams<f32>);
+kernel!(SelectKernel, |k| (k.0.module(), k.1.ordinal()), [T] SelectParams<T>, SelectParams<u8>);
+
+/// Compaction by a byte mask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SelectFlagged(pub Elem);
+
+kernel!(SelectFlagged, |k| (Module::SelectFlagged(k.0), 0), [T] SelectParams<T>, SelectParams<u8>);
+
+// Every element type packs the select parameters alike (the host and device build them with their own `T`).
+const _: () = {
+    assert!(size_of::<SelectParams<u8>>() == size_of::<SelectParams<f64>>());
+    assert!(size_of::<SelectParams<u16>>() == size_of::<SelectParams<u64>>());
+    assert!(
+        core::mem::offset_of!(SelectParams<u8>, out)
+            == core::mem::offset_of!(SelectParams<u64>, out)
+    );
+};
 
 /// A version of the seed chapter's f32 sum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -271,11 +301,16 @@ pub fn every_kernel() -> impl Iterator<Item = (Module, Name, usize)> {
         })
     });
     let bytes = Counter::ALL.iter().map(|&c| entry(HistogramBytes(c)));
-    let select = Pred::ALL.iter().flat_map(|&p| {
+    let by = Elem::ALL
+        .iter()
+        .flat_map(|&e| Pred::ALL.iter().map(move |&p| SelectBy::Compare(p, e)))
+        .chain(FloatElem::ALL.iter().map(|&f| SelectBy::Finite(f)));
+    let select = by.flat_map(|b| {
         SelectPass::ALL
             .iter()
-            .map(move |&s| entry(SelectKernel(p, s)))
+            .map(move |&s| entry(SelectKernel(b, s)))
     });
+    let flagged = Elem::ALL.iter().map(|&e| entry(SelectFlagged(e)));
     let seed = SeedVersion::ALL.iter().map(|&v| entry(SeedKernel(v)));
     let testing = (1..Module::Testing.kernel_count()).map(|s| entry(TestKernel(s)));
     reduce
@@ -285,7 +320,7 @@ pub fn every_kernel() -> impl Iterator<Item = (Module, Name, usize)> {
         .chain(histogram)
         .chain(bytes)
         .chain(select)
-        .chain([entry(SelectFlagged)])
+        .chain(flagged)
         .chain(seed)
         .chain([entry(Spin)])
         .chain(testing)

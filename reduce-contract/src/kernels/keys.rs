@@ -101,7 +101,8 @@ keys! {
         BF16 = "bf16",
     }
 
-    /// A compaction predicate (on f32).
+    /// A compaction predicate of every element type (the float-only `finite` is
+    /// [`SelectBy::Finite`](super::SelectBy::Finite)).
     Pred {
         /// `x > threshold`.
         Gt = "gt",
@@ -109,8 +110,6 @@ keys! {
         Lt = "lt",
         /// `x != 0`.
         NonZero = "nonzero",
-        /// `x` is finite.
-        Finite = "finite",
     }
 
     /// The passes of a device-wide reduction, each a kernel taking [`crate::params::ReduceParams`].

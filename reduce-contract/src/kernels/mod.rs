@@ -12,6 +12,7 @@
 //!
 //! The device generates its entries from the lists ([`reduce_pairs!`](crate::reduce_pairs),
 //! [`histogram_samples!`](crate::histogram_samples), [`select_predicates!`](crate::select_predicates),
+//! [`select_flagged_types!`](crate::select_flagged_types),
 //! [`repro_elems!`](crate::repro_elems), [`softmax_types!`](crate::softmax_types),
 //! [`tile_test_primitives!`](crate::tile_test_primitives)) and names them with
 //! [`kernel_name!`](crate::kernel_name); the host's build script splits the PTX by [`Module::all`] and
@@ -24,8 +25,8 @@ pub mod name;
 
 pub use kernel::{
     Family, HistogramBytes, HistogramKernel, Kernel, PerSegment, ReduceKernel, Reduction,
-    ReproKernel, ReproSegments, ReproSegmentsKernel, SeedKernel, SegmentedKernel, SelectFlagged,
-    SelectKernel, Spin, SumAtomic, Takes, TestKernel, every_kernel,
+    ReproKernel, ReproSegments, ReproSegmentsKernel, SeedKernel, SegmentedKernel, SelectBy,
+    SelectFlagged, SelectKernel, Spin, SumAtomic, Takes, TestKernel, every_kernel,
 };
 pub use keys::{
     Counter, Elem, FloatElem, Key, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass,
@@ -148,12 +149,29 @@ macro_rules! histogram_samples {
     };
 }
 
-/// Calls `$cb! { pred elem, ... }` with every compaction predicate and element, in [`Pred`] order. Each has
-/// an `unordered` and a `stable` kernel.
+/// Calls `$cb! { pred elem, ... }` with every compaction predicate and element, in [`Module::Select`]
+/// order: `gt`, `lt` and `nonzero` of every element type, then `finite` of the floats. Each has an
+/// `unordered` and a `stable` kernel.
 #[macro_export]
 macro_rules! select_predicates {
     ($cb:ident) => {
-        $cb! { gt f32, lt f32, nonzero f32, finite f32 }
+        $cb! {
+            gt f32, lt f32, nonzero f32, gt f64, lt f64, nonzero f64,
+            gt f16, lt f16, nonzero f16, gt bf16, lt bf16, nonzero bf16,
+            gt i32, lt i32, nonzero i32, gt u32, lt u32, nonzero u32,
+            gt i64, lt i64, nonzero i64, gt u64, lt u64, nonzero u64,
+            gt u8, lt u8, nonzero u8,
+            finite f32, finite f64, finite f16, finite bf16,
+        }
+    };
+}
+
+/// Calls `$cb! { elem, ... }` with every element type of compaction by a byte mask ([`Elem`] order): one
+/// `select_flagged_<elem>` kernel each.
+#[macro_export]
+macro_rules! select_flagged_types {
+    ($cb:ident) => {
+        $cb! { f32, f64, f16, bf16, i32, u32, i64, u64, u8 }
     };
 }
 

@@ -76,9 +76,11 @@ modules! {
     /// `bytes_u32`, `bytes_u64`.
     HistogramBytes,
     /// `unordered`, `stable` ([`SelectPass`] order).
-    Select(pred: Pred),
-    /// `select_flagged_f32`.
-    SelectFlagged,
+    Select(pred: Pred, elem: Elem),
+    /// As `Select`, keeping finite floats.
+    SelectFinite(elem: FloatElem),
+    /// `select_flagged_<elem>`.
+    SelectFlagged(elem: Elem),
     /// The seed chapter's `v0` … `v5`.
     Seed,
     /// Kernels only tests and benchmarks use: `util_spin`, `test_block_scan`, then the tile tests.
@@ -146,8 +148,9 @@ impl Module {
             Module::Reduce(op, elem) => Name::join(&["reduce", op.word(), elem.word()]),
             Module::Histogram(sample) => Name::join(&["histogram", sample.word()]),
             Module::HistogramBytes => Name::join(&["histogram_bytes"]),
-            Module::Select(pred) => Name::join(&["select", pred.word(), "f32"]),
-            Module::SelectFlagged => Name::join(&["select_flagged_f32"]),
+            Module::Select(pred, elem) => Name::join(&["select", pred.word(), elem.word()]),
+            Module::SelectFinite(elem) => Name::join(&["select_finite", elem.word()]),
+            Module::SelectFlagged(elem) => Name::join(&["select_flagged", elem.word()]),
             Module::Seed => Name::join(&["seed"]),
             Module::Testing => Name::join(&["testing"]),
             Module::Segmented(op, elem) => Name::join(&["segmented", op.word(), elem.word()]),
@@ -164,8 +167,8 @@ impl Module {
             Module::Reduce(..) => ReducePass::COUNT,
             Module::Histogram(_) => Place::COUNT * Counter::COUNT,
             Module::HistogramBytes => Counter::COUNT,
-            Module::Select(_) => SelectPass::COUNT,
-            Module::SelectFlagged => 1,
+            Module::Select(..) | Module::SelectFinite(_) => SelectPass::COUNT,
+            Module::SelectFlagged(_) => 1,
             Module::Seed => SeedVersion::COUNT,
             Module::Testing => TESTING_FIRST.len() + TILE_PRIMITIVES.len() * TILE_WIDTHS.len(),
             Module::Segmented(..) | Module::Softmax(_) => SegmentedPass::COUNT,
@@ -194,10 +197,17 @@ impl Module {
                 Name::join(&["histogram", place, sample.word(), counter])
             }
             Module::HistogramBytes => Name::join(&["histogram_bytes", Counter::ALL[slot].word()]),
-            Module::Select(pred) => {
-                Name::join(&["select", SelectPass::ALL[slot].word(), pred.word(), "f32"])
+            Module::Select(pred, elem) => {
+                let pass = SelectPass::ALL[slot].word();
+                Name::join(&["select", pass, pred.word(), elem.word()])
             }
-            Module::SelectFlagged => Name::join(&["select_flagged_f32"]),
+            Module::SelectFinite(elem) => Name::join(&[
+                "select",
+                SelectPass::ALL[slot].word(),
+                "finite",
+                elem.word(),
+            ]),
+            Module::SelectFlagged(elem) => Name::join(&["select_flagged", elem.word()]),
             Module::Seed => Name::join(&["seed", SeedVersion::ALL[slot].word()]),
             Module::Testing if slot < TESTING_FIRST.len() => Name::join(&[TESTING_FIRST[slot]]),
             Module::Testing => {

@@ -1,10 +1,9 @@
 //! Stream compaction: the unordered kernel's grid, the stable kernels' tiles and look-back words, and the
 //! ordering of those words' reuse across streams.
 use cust::memory::DeviceBuffer;
-use reduce_contract::Pred;
-use reduce_contract::kernels::SelectPass;
+use reduce_contract::kernels::{SelectBy, SelectFlagged, SelectKernel, SelectPass};
 use reduce_contract::layout::{
-    LOAD_BYTES, MAX_STABLE_THREADS, SMEM_BYTES, STABLE_VECTORS, stable_shared_bytes,
+    LOAD_BYTES, MAX_STABLE_THREADS, SMEM_BYTES, stable_shared_bytes, stable_vectors,
 };
 use reduce_contract::params::SelectParams;
 
@@ -21,9 +20,9 @@ use crate::tuning::{self, Policy};
 /// as the handle takes it, a checked span as the dispatch runs it.
 pub(crate) enum Selection<T, F = Span<u8>> {
     /// By a predicate, output order unspecified.
-    Unordered { pred: Pred, threshold: T },
+    Unordered { by: SelectBy, threshold: T },
     /// By a predicate, in input order.
-    Stable { pred: Pred, threshold: T },
+    Stable { by: SelectBy, threshold: T },
     /// By a byte mask as long as the input, in input order.
     Flagged(F),
 }
@@ -32,8 +31,8 @@ impl<T, F> Selection<T, F> {
     /// The same selection with the mask `map`ped.
     pub fn try_map<G, E>(self, map: impl FnOnce(F) -> Result<G, E>) -> Result<Selection<T, G>, E> {
         Ok(match self {
-            Selection::Unordered { pred, threshold } => Selection::Unordered { pred, threshold },
-            Selection::Stable { pred, threshold } => Selection::Stable { pred, threshold },
+            Selection::Unordered { by, threshold } => Selection::Unordered { by, threshold },
+            Selection::Stable { by, threshold } => Selection::Stable { by, threshold },
             Selection::Flagged(flags) => Selection::Flagged(map(flags)?),
         })
     }
@@ -85,11 +84,11 @@ impl Scratch {
     }
 }
 
-/// The kernel of a compaction of `T`.
+/// The kernel of a compaction.
 #[derive(Clone, Copy)]
-enum Which<T: SelectElement> {
-    Predicate(T::ByPredicate),
-    Flags(T::ByFlags),
+enum Which {
+    Predicate(SelectKernel),
+    Flags(SelectFlagged),
 }
 
 /// Compacts `input` into `out` by `selection` and writes the count to `count`.
@@ -115,20 +114,20 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
     }
     let null = std::ptr::null();
     let (kernel, threshold, flags, unordered) = match selection {
-        Selection::Unordered { pred, threshold } => (
-            Which::<T>::Predicate(T::by_predicate(pred, SelectPass::Unordered)),
+        Selection::Unordered { by, threshold } => (
+            Which::Predicate(SelectKernel(by, SelectPass::Unordered)),
             threshold,
             null,
             true,
         ),
-        Selection::Stable { pred, threshold } => (
-            Which::<T>::Predicate(T::by_predicate(pred, SelectPass::Stable)),
+        Selection::Stable { by, threshold } => (
+            Which::Predicate(SelectKernel(by, SelectPass::Stable)),
             threshold,
             null,
             false,
         ),
         Selection::Flagged(flags) => (
-            Which::<T>::Flags(T::BY_FLAGS),
+            Which::Flags(SelectFlagged(T::ELEM)),
             T::default(),
             flags.as_ptr(),
             false,
@@ -211,12 +210,12 @@ fn stable_threads(threads: u32) -> u32 {
 
 /// Tiles of the stable kernels with blocks of `threads`, for `n` elements of `size` bytes at `addr`: the
 /// input is cut into 16-byte vectors from the aligned address at or below it, and a tile is
-/// `threads × STABLE_VECTORS` vectors.
+/// `threads × stable_vectors(size)` vectors.
 pub(crate) fn stable_tiles(threads: u32, addr: u64, n: u64, size: u64) -> u64 {
     let lanes = LOAD_BYTES / size;
     let head = (addr % LOAD_BYTES) / size;
     let vectors = (head + n).div_ceil(lanes);
-    vectors.div_ceil(threads.max(32) as u64 * STABLE_VECTORS as u64)
+    vectors.div_ceil(threads.max(32) as u64 * stable_vectors(size as usize) as u64)
 }
 
 #[cfg(test)]

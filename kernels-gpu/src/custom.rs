@@ -219,6 +219,101 @@ macro_rules! __export_types {
 }
 
 /// The operator type of one instance: the path as written, or with `_` filled by the element type.
+/// A user's [`SelectOp`](reduce_contract::op::SelectOp) as the compaction kernels' predicate: the call's
+/// threshold, and the user's test.
+pub struct UserPredicate<S: reduce_contract::op::SelectOp>(S::In);
+
+impl<S: reduce_contract::op::SelectOp> Clone for UserPredicate<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<S: reduce_contract::op::SelectOp> Copy for UserPredicate<S> {}
+
+impl<S: reduce_contract::op::SelectOp> crate::select::Predicate<S::In> for UserPredicate<S> {
+    #[inline(always)]
+    fn new(threshold: S::In) -> Self {
+        UserPredicate(threshold)
+    }
+    #[inline(always)]
+    fn test(self, x: S::In) -> bool {
+        S::keep(self.0, x)
+    }
+}
+
+/// Exports the compaction kernels of predicates for element types: for each `name = Pred; types`, and each
+/// type `t` of the list, `select_unordered_<name>_<t>` and `select_stable_<name>_<t>`, thin instances of the
+/// built-in compaction bodies over [`UserPredicate`]. As [`export_reduce!`](crate::export_reduce), `Pred`
+/// may name its element `_`, and `name` must equal the predicate's
+/// [`SelectOp::NAME`](reduce_contract::op::SelectOp::NAME) (checked at compile time).
+///
+/// ```ignore
+/// kernels_gpu::export_select! {
+///     outside = my_ops::Outside<_>; f32, bf16;
+/// }
+/// ```
+#[macro_export]
+macro_rules! export_select {
+    ($($name:ident = $($op:ident)::+ $(<$g:tt>)?; $($ty:ident),+ $(,)?;)+) => {$(
+        #[allow(non_snake_case, non_camel_case_types)]
+        mod $name {
+            $crate::__export_select_types!($name [$($op)::+] [$($g)?] $($ty)+);
+        }
+    )+};
+}
+
+/// One predicate's kernels for each element type of its list (see [`export_select!`](crate::export_select)).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_select_types {
+    ($name:ident $op:tt $g:tt $($ty:ident)+) => {$(
+        pub mod $ty {
+            #[allow(unused_imports)]
+            use super::super::*;
+            type User = $crate::__op_type!($op $g $ty);
+            type E = $crate::custom::elem::$ty;
+            type Params = $crate::__reexport::params::SelectParams<E>;
+            type Sel = $crate::select::If<$crate::custom::UserPredicate<User>>;
+
+            const _: () = {
+                use $crate::__reexport::op::{Element, SelectOp, same_name};
+                assert!(
+                    same_name(<User as SelectOp>::NAME, stringify!($name)),
+                    concat!("export_select!: `", stringify!($name), "` must be the predicate's SelectOp::NAME"),
+                );
+                assert!(
+                    same_name(<<User as SelectOp>::In as Element>::NAME, stringify!($ty)),
+                    concat!("export_select!: the predicate exported for `", stringify!($ty),
+                        "` must test `", stringify!($ty), "` elements"),
+                );
+            };
+
+            /// # Safety
+            /// See `kernels_gpu::select::unordered`.
+            #[unsafe(export_name = concat!("select_unordered_", stringify!($name), "_", stringify!($ty)))]
+            pub unsafe extern "ptx-kernel" fn unordered(p: Params) {
+                let sel: Sel = $crate::select::If($crate::select::Predicate::new(p.threshold));
+                const V: usize =
+                    $crate::select::unordered_vectors(<E as $crate::thread::Vectorize>::LANES);
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { $crate::select::unordered::<E, Sel, V>(p.input, p.n, sel, p.out, p.count) }
+            }
+
+            /// # Safety
+            /// See `kernels_gpu::select::stable`.
+            #[unsafe(export_name = concat!("select_stable_", stringify!($name), "_", stringify!($ty)))]
+            pub unsafe extern "ptx-kernel" fn stable(p: Params) {
+                let sel: Sel = $crate::select::If($crate::select::Predicate::new(p.threshold));
+                const V: usize = $crate::__reexport::layout::stable_vectors(size_of::<E>());
+                // SAFETY: the host passes valid buffers and sizes the grid to the tiles (launch contract).
+                unsafe {
+                    $crate::select::stable::<E, Sel, V>(p.input, p.n, sel, p.out, p.count, p.states)
+                }
+            }
+        }
+    )*};
+}
+
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __op_type {

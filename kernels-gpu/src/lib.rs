@@ -77,13 +77,13 @@ pub mod warp;
 pub use reduce_contract::layout::SMEM_BYTES;
 
 /// The operator a user brings, from the contract shared with the host.
-pub use reduce_contract::op::{Element, Float, Pod, ReduceOp};
+pub use reduce_contract::op::{Element, Float, Pod, ReduceOp, SelectOp};
 
 /// What `export_reduce!` expands to refers to, through this crate (a kernel crate need not depend on
 /// `reduce-contract` itself).
 #[doc(hidden)]
 pub mod __reexport {
-    pub use reduce_contract::{op, params};
+    pub use reduce_contract::{layout, op, params};
 }
 
 #[cfg(target_arch = "nvptx64")]

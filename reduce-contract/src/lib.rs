@@ -25,4 +25,4 @@ pub mod reproducible;
 
 pub use kernels::{Elem, FloatElem, Kernel, Module, Op, Pred, Sample, Takes};
 pub use layout::{Indexed, SoftmaxStats};
-pub use op::{Element, Float, Pod, ReduceOp};
+pub use op::{Element, Float, Pod, ReduceOp, SelectOp};

@@ -226,6 +226,37 @@ macro_rules! pairwise_tree {
     };
 }
 
+/// A test that keeps elements, for `DeviceSelect`: a user's predicate, compiled into their kernel crate by
+/// `kernels-gpu`'s `export_select!` and run by the same unordered and stable kernels as the built-in ones.
+///
+/// `threshold` is the value the host passes with each call (a bound, a mask, a sentinel), as the built-in
+/// `GreaterThan` takes its bound; a test that needs none ignores it. `keep` runs once per element, on the
+/// device, so it must not panic (no indexing, no unwrap).
+///
+/// ```
+/// use reduce_contract::op::{Element, SelectOp};
+///
+/// /// Keeps elements whose magnitude is over the threshold: outliers.
+/// pub struct Outside<T>(core::marker::PhantomData<T>);
+///
+/// impl SelectOp for Outside<f32> {
+///     type In = f32;
+///     const NAME: &'static str = "outside";
+///     fn keep(threshold: f32, x: f32) -> bool {
+///         x.abs() > threshold
+///     }
+/// }
+/// assert!(<Outside<f32> as SelectOp>::keep(1.0, -2.0));
+/// ```
+pub trait SelectOp: 'static {
+    /// The elements tested (one of the library's element types, as for [`ReduceOp::In`]).
+    type In: Element;
+    /// The predicate's name in its kernels' names (`select_stable_<NAME>_<element>`): an identifier.
+    const NAME: &'static str;
+    /// Whether `x` is kept, given the call's `threshold`.
+    fn keep(threshold: Self::In, x: Self::In) -> bool;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,11 +30,12 @@ use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
 use cust::memory::DeviceCopy;
-use reduce_contract::kernels::{Key, ReducePass, SegmentedPass};
+use reduce_contract::kernels::{Key, ReducePass, SegmentedPass, SelectPass};
 use reduce_contract::layout::MAX_OP_ACC_BYTES;
-pub use reduce_contract::op::{Element as OpElement, Float, Pod, ReduceOp};
+pub use reduce_contract::op::{Element as OpElement, Float, Pod, ReduceOp, SelectOp};
 
 use crate::dispatch::Source;
+use crate::dispatch::select::{Pick, Selection};
 use crate::driver::{Function, Module};
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -43,6 +44,7 @@ use crate::images::{self, Code};
 use crate::reduce::DeviceReduce;
 use crate::segmented::DeviceSegmentedReduce;
 use crate::segments::Segments;
+use crate::select::{DeviceSelect, SelectElement};
 use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut};
 
@@ -117,6 +119,7 @@ unsafe impl<A: Pod> DeviceCopy for OpAcc<A> {}
 enum OpFamily {
     Reduce,
     Segmented,
+    Select,
 }
 
 impl OpFamily {
@@ -132,6 +135,7 @@ impl OpFamily {
         match self {
             OpFamily::Reduce => named::<ReducePass>("reduce"),
             OpFamily::Segmented => named::<SegmentedPass>("segmented"),
+            OpFamily::Select => named::<SelectPass>("select"),
         }
     }
 }
@@ -212,6 +216,36 @@ impl Kernels {
 
     /// `O`'s kernels of `family`, resolved on first use; refused for a handle on another device.
     fn family<O: ReduceOp>(&self, gpu: &Gpu, family: OpFamily) -> Result<Arc<OpKernels>> {
+        let elem = <O::In as OpElement>::NAME;
+        self.resolve(
+            gpu,
+            family,
+            O::NAME,
+            elem,
+            Some(size_of::<O::Acc>()),
+            || std::any::type_name::<O>(),
+        )
+    }
+
+    /// The compaction kernels of the predicate `S`, resolved on first use.
+    fn select<S: SelectOp>(&self, gpu: &Gpu) -> Result<Arc<OpKernels>> {
+        let elem = <S::In as OpElement>::NAME;
+        self.resolve(gpu, OpFamily::Select, S::NAME, elem, None, || {
+            std::any::type_name::<S>()
+        })
+    }
+
+    /// The kernels of `family` for the operator or predicate `op` over `elem`, resolved on first use, and,
+    /// for reductions, their accumulator checked against the host's `acc_bytes`.
+    fn resolve(
+        &self,
+        gpu: &Gpu,
+        family: OpFamily,
+        op: &'static str,
+        elem: &'static str,
+        acc_bytes: Option<usize>,
+        type_name: impl Fn() -> &'static str,
+    ) -> Result<Arc<OpKernels>> {
         if gpu.raw_context() != self.gpu.raw_context() {
             return Err(Error::InvalidArgument(format!(
                 "the kernels of {} were loaded on device {}, but this handle runs on device {}",
@@ -220,7 +254,6 @@ impl Kernels {
                 gpu.info().ordinal
             )));
         }
-        let (op, elem) = (O::NAME, <O::In as OpElement>::NAME);
         let mut resolved = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((.., k)) = resolved
             .iter()
@@ -242,31 +275,32 @@ impl Kernels {
                     .resolve(&c_name(format!("{kind}_{op}_{elem}"))?, self.name)
             })
             .collect::<Result<Vec<_>>>()?;
-        // The kernels' accumulator must be the host's: kernels built from another version of the operator
-        // would write more (or fewer) bytes than the buffers the host sizes by `O::Acc`.
-        let acc_bytes = size_of::<O::Acc>();
-        let global = c_name(format!("reduce_acc_bytes_{op}_{elem}"))?;
-        match self.module.global_size(&global)? {
-            Some(bytes) if bytes == acc_bytes && acc_bytes <= MAX_OP_ACC_BYTES => {}
-            Some(bytes) => {
-                return Err(Error::InvalidArgument(format!(
-                    "the kernels of {op} for {elem} in {} keep a {bytes}-byte accumulator, but this \
-                     program's {} is {acc_bytes} bytes: rebuild the kernel crate from the same operator",
-                    self.name,
-                    std::any::type_name::<O>()
-                )));
-            }
-            None => {
-                return Err(Error::MissingKernel {
-                    kernel: global.to_string_lossy().into_owned(),
-                    module: self.name.to_string(),
-                    source: crate::error::DriverError::from(cust::error::CudaError::NotFound),
-                });
+        if let Some(acc_bytes) = acc_bytes {
+            // The kernels' accumulator must be the host's: kernels built from another version of the
+            // operator would write more (or fewer) bytes than the buffers the host sizes by `O::Acc`.
+            let global = c_name(format!("reduce_acc_bytes_{op}_{elem}"))?;
+            match self.module.global_size(&global)? {
+                Some(bytes) if bytes == acc_bytes && acc_bytes <= MAX_OP_ACC_BYTES => {}
+                Some(bytes) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "the kernels of {op} for {elem} in {} keep a {bytes}-byte accumulator, but this \
+                         program's {} is {acc_bytes} bytes: rebuild the kernel crate from the same operator",
+                        self.name,
+                        type_name()
+                    )));
+                }
+                None => {
+                    return Err(Error::MissingKernel {
+                        kernel: global.to_string_lossy().into_owned(),
+                        module: self.name.to_string(),
+                        source: crate::error::DriverError::from(cust::error::CudaError::NotFound),
+                    });
+                }
             }
         }
         let kernels = Arc::new(OpKernels {
             functions,
-            acc_bytes,
+            acc_bytes: acc_bytes.unwrap_or(0),
             code: self.code,
         });
         resolved.push((family, op, elem, kernels.clone()));
@@ -353,6 +387,110 @@ impl DeviceSegmentedReduce {
             segments,
             out,
             Some(stream.into()),
+        )
+    }
+}
+
+impl DeviceSelect {
+    /// Copies the elements of `input` that your predicate `S` keeps (given `threshold`), whose kernels
+    /// `kernels` holds, to `out[..count]` **in unspecified order**, and returns `count`, as
+    /// [`select_if`](Self::select_if) does with a built-in predicate. `out` must hold at least
+    /// `input.len()` elements.
+    pub fn select_if_with<'a, 'b, S: SelectOp>(
+        &mut self,
+        kernels: &Kernels,
+        input: impl Into<DeviceView<'a, S::In>>,
+        threshold: S::In,
+        out: impl Into<DeviceViewMut<'b, S::In>>,
+    ) -> Result<u64>
+    where
+        S::In: SelectElement,
+    {
+        let ops = kernels.select::<S>(self.gpu())?;
+        let by = Pick::User(&ops);
+        self.blocking(
+            Selection::Unordered { by, threshold },
+            input.into(),
+            out.into(),
+        )
+    }
+
+    /// As [`select_if_with`](Self::select_if_with), in input order (as
+    /// [`select_if_stable`](Self::select_if_stable)).
+    pub fn select_if_stable_with<'a, 'b, S: SelectOp>(
+        &mut self,
+        kernels: &Kernels,
+        input: impl Into<DeviceView<'a, S::In>>,
+        threshold: S::In,
+        out: impl Into<DeviceViewMut<'b, S::In>>,
+    ) -> Result<u64>
+    where
+        S::In: SelectElement,
+    {
+        let ops = kernels.select::<S>(self.gpu())?;
+        let by = Pick::User(&ops);
+        self.blocking(
+            Selection::Stable { by, threshold },
+            input.into(),
+            out.into(),
+        )
+    }
+
+    /// Enqueues [`select_if_with`](Self::select_if_with) on `stream`, with the count written to
+    /// `count[0]`, and returns without waiting.
+    ///
+    /// # Safety
+    /// As [`select_if_async`](Self::select_if_async).
+    pub unsafe fn select_if_with_async<'s, 'a, 'b, S: SelectOp>(
+        &mut self,
+        kernels: &Kernels,
+        input: impl Into<DeviceView<'a, S::In>>,
+        threshold: S::In,
+        out: impl Into<DeviceViewMut<'b, S::In>>,
+        count: impl Into<DeviceViewMut<'b, u64>>,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<()>
+    where
+        S::In: SelectElement,
+    {
+        let ops = kernels.select::<S>(self.gpu())?;
+        let by = Pick::User(&ops);
+        let selection = Selection::Unordered { by, threshold };
+        self.enqueue_into(
+            selection,
+            input.into(),
+            out.into(),
+            count.into(),
+            stream.into(),
+        )
+    }
+
+    /// Enqueues [`select_if_stable_with`](Self::select_if_stable_with) on `stream`, with the count written
+    /// to `count[0]`, and returns without waiting.
+    ///
+    /// # Safety
+    /// As [`select_if_async`](Self::select_if_async).
+    pub unsafe fn select_if_stable_with_async<'s, 'a, 'b, S: SelectOp>(
+        &mut self,
+        kernels: &Kernels,
+        input: impl Into<DeviceView<'a, S::In>>,
+        threshold: S::In,
+        out: impl Into<DeviceViewMut<'b, S::In>>,
+        count: impl Into<DeviceViewMut<'b, u64>>,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<()>
+    where
+        S::In: SelectElement,
+    {
+        let ops = kernels.select::<S>(self.gpu())?;
+        let by = Pick::User(&ops);
+        let selection = Selection::Stable { by, threshold };
+        self.enqueue_into(
+            selection,
+            input.into(),
+            out.into(),
+            count.into(),
+            stream.into(),
         )
     }
 }

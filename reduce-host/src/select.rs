@@ -7,7 +7,7 @@ use reduce_contract::kernels::SelectBy;
 
 use crate::half::{BF16, F16};
 
-use crate::dispatch::select::{Scratch, Selection};
+use crate::dispatch::select::{Pick, Scratch, Selection};
 use crate::dispatch::{self, call::Call};
 use crate::driver;
 use crate::element::Element;
@@ -283,7 +283,7 @@ impl DeviceSelect {
         &self,
         input: DeviceView<'_, T>,
         flags: DeviceView<'f, u8>,
-    ) -> Result<Selection<T, DeviceView<'f, u8>>> {
+    ) -> Result<Selection<'static, T, DeviceView<'f, u8>>> {
         if flags.len() != input.len() {
             return Err(Error::InvalidArgument(format!(
                 "flags hold {} bytes for {} elements; they must be as long as the input",
@@ -294,9 +294,9 @@ impl DeviceSelect {
         Ok(Selection::Flagged(flags))
     }
 
-    fn blocking<T: SelectElement>(
+    pub(crate) fn blocking<T: SelectElement>(
         &mut self,
-        selection: Selection<T, DeviceView<'_, u8>>,
+        selection: Selection<'_, T, DeviceView<'_, u8>>,
         input: DeviceView<'_, T>,
         out: DeviceViewMut<'_, T>,
     ) -> Result<u64> {
@@ -309,9 +309,9 @@ impl DeviceSelect {
         unsafe { driver::read_back::<u64>(count, &self.staging, StreamRef::from(&*self.stream)) }
     }
 
-    fn enqueue_into<T: SelectElement>(
+    pub(crate) fn enqueue_into<T: SelectElement>(
         &mut self,
-        selection: Selection<T, DeviceView<'_, u8>>,
+        selection: Selection<'_, T, DeviceView<'_, u8>>,
         input: DeviceView<'_, T>,
         out: DeviceViewMut<'_, T>,
         count: DeviceViewMut<'_, u64>,
@@ -333,7 +333,7 @@ impl DeviceSelect {
     fn enqueue<T: SelectElement>(
         &mut self,
         mut call: Call,
-        selection: Selection<T, DeviceView<'_, u8>>,
+        selection: Selection<'_, T, DeviceView<'_, u8>>,
         (input, out): (DeviceView<'_, T>, DeviceViewMut<'_, T>),
         count: *mut u64,
         stream: Option<StreamRef<'_>>,
@@ -369,8 +369,8 @@ impl DeviceSelect {
 fn by_predicate<'f, T: SelectElement, P: Predicate<T>>(
     stable: bool,
     pred: &P,
-) -> Selection<T, DeviceView<'f, u8>> {
-    let (by, threshold) = (P::by(), pred.threshold());
+) -> Selection<'static, T, DeviceView<'f, u8>> {
+    let (by, threshold) = (Pick::Builtin(P::by()), pred.threshold());
     if stable {
         Selection::Stable { by, threshold }
     } else {

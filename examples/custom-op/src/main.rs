@@ -4,8 +4,9 @@
 use custom_op::{
     AbsMaxBf16, AbsMaxF32, KERNELS, NormF32, WelfordBf16, WelfordF32, close, cpu, mean_var_close,
 };
-use custom_ops::Welford;
+use custom_ops::{Outside, Welford};
 use reduce_host::cust::memory::DeviceBuffer;
+use reduce_host::custom::SelectOp;
 use reduce_host::custom::{Kernels, OpAcc, ReduceOp};
 use reduce_host::{BF16, DeviceReduce, DeviceSegmentedReduce, Error, Segments};
 
@@ -82,6 +83,24 @@ fn main() -> Result<(), Error> {
         );
         check(&format!("row {r}"), mean_var_close(&g, &w), &g, &w);
     }
+    // The outliers of the bf16 input, in order, by the user's predicate.
+    let mut select = reduce_host::DeviceSelect::with_gpu(reduce.gpu())?;
+    let mut kept = DeviceBuffer::from_slice(&vec![BF16::default(); hs.len()])?;
+    let threshold = BF16(half::bf16::from_f32(0.49));
+    let count = select
+        .select_if_stable_with::<Outside<BF16>>(&kernels, &dh, threshold, &mut kept)?
+        as usize;
+    let want: Vec<u16> = hs
+        .iter()
+        .filter(|&&x| Outside::<BF16>::keep(threshold, x))
+        .map(|x| x.0.to_bits())
+        .collect();
+    let got: Vec<u16> = kept.as_host_vec()?[..count]
+        .iter()
+        .map(|x| x.0.to_bits())
+        .collect();
+    check("outside bf16", got == want, &got.len(), &want.len());
+
     if ok {
         println!("custom-op: correct ({:?})", kernels.code());
         Ok(())

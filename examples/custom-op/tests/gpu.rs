@@ -3,9 +3,11 @@
 //! strategies, repeatable bits, and the errors. The kernels are the example's, built by `reduce-builder`
 //! from `kernels/` (the test fixture of the builder). Ignored without a GPU.
 use custom_op::{KERNELS, close, cpu, mean_var_close};
-use custom_ops::{AbsMax, MeanVar, Moments, SumSquares, Welford};
+use custom_ops::{AbsMax, MeanVar, Moments, Outside, SumSquares, Welford};
+use reduce_host::DeviceSelect;
 use reduce_host::cust::memory::DeviceBuffer;
-use reduce_host::custom::{Kernels, OpAcc, ReduceOp};
+use reduce_host::cust::stream::{Stream, StreamFlags};
+use reduce_host::custom::{Float, Kernels, OpAcc, ReduceOp, SelectOp};
 use reduce_host::{BF16, Combine, DeviceReduce, DeviceSegmentedReduce, DeviceView, Error, F16};
 use reduce_host::{Segments, StreamRef};
 
@@ -342,4 +344,79 @@ fn kernels_of_another_accumulator_are_refused_before_any_launch() {
         reduce.reduce_with::<AbsMax<f32>>(&kernels, &d).unwrap(),
         2.0
     );
+}
+
+/// Checks the user's predicate `Outside` over `T` on offsets 0–15 and every length of [`LENGTHS`]:
+/// stable gives exactly the CPU's filtered sequence, unordered the same multiset, and the async calls the
+/// same count on the caller's stream.
+fn outside_sweep<T>(xs: &[T], threshold: T, bits: impl Fn(&T) -> u32)
+where
+    T: reduce_host::SelectElement + Float,
+    Outside<T>: SelectOp<In = T>,
+{
+    let gpu = reduce_host::Gpu::new().expect("a GPU");
+    let kernels = Kernels::load(&gpu, &KERNELS).unwrap();
+    let mut select = DeviceSelect::with_gpu(&gpu).unwrap();
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    let d = DeviceBuffer::from_slice(xs).unwrap();
+    let mut out = DeviceBuffer::from_slice(&vec![T::default(); xs.len()]).unwrap();
+    let mut count = DeviceBuffer::from_slice(&[0u64]).unwrap();
+    for offset in 0..16 {
+        for &n in LENGTHS.iter().filter(|&&n| offset + n <= xs.len()) {
+            let view = DeviceView::from(&d).slice(offset..offset + n);
+            let want: Vec<u32> = xs[offset..offset + n]
+                .iter()
+                .filter(|&&x| Outside::<T>::keep(threshold, x))
+                .map(&bits)
+                .collect();
+            let got = |out: &DeviceBuffer<T>, k: usize| -> Vec<u32> {
+                out.as_host_vec().unwrap()[..k].iter().map(&bits).collect()
+            };
+            let k = select
+                .select_if_stable_with::<Outside<T>>(&kernels, view, threshold, &mut out)
+                .unwrap() as usize;
+            assert_eq!(got(&out, k), want, "stable, offset {offset}, n {n}");
+            let k = select
+                .select_if_with::<Outside<T>>(&kernels, view, threshold, &mut out)
+                .unwrap() as usize;
+            let (mut a, mut b) = (got(&out, k), want.clone());
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "unordered, offset {offset}, n {n}");
+            // SAFETY: every buffer outlives the synchronize below.
+            unsafe {
+                select
+                    .select_if_stable_with_async::<Outside<T>>(
+                        &kernels, view, threshold, &mut out, &mut count, &stream,
+                    )
+                    .unwrap()
+            };
+            stream.synchronize().unwrap();
+            assert_eq!(count.as_host_vec().unwrap()[0] as usize, want.len());
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn a_users_predicate_selects_as_the_cpu_at_every_offset_and_length() {
+    let max_n = std::env::var("REDUCE_TEST_MAX_N")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(usize::MAX);
+    let n = (LENGTHS[LENGTHS.len() - 1] + 16).min(max_n);
+    let mut xs = values(n);
+    for (i, special) in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0]
+        .iter()
+        .enumerate()
+    {
+        if n > 40 {
+            xs[7 + 9 * i] = *special;
+        }
+    }
+    outside_sweep::<f32>(&xs, 9.5, |x| x.to_bits());
+    let hs: Vec<BF16> = xs.iter().map(|&x| BF16(half::bf16::from_f32(x))).collect();
+    outside_sweep::<BF16>(&hs, BF16(half::bf16::from_f32(9.5)), |x| {
+        x.0.to_bits() as u32
+    });
 }

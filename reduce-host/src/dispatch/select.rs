@@ -8,7 +8,8 @@ use reduce_contract::layout::{
 use reduce_contract::params::SelectParams;
 
 use super::{Span, launch};
-use crate::driver::{self, Launch};
+use crate::custom::OpKernels;
+use crate::driver::{self, Launch, Order};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
@@ -18,18 +19,29 @@ use crate::tuning::{self, Policy};
 
 /// What decides which elements are kept, and whether their order is kept. `F` is the byte mask: a view
 /// as the handle takes it, a checked span as the dispatch runs it.
-pub(crate) enum Selection<T, F = Span<u8>> {
+pub(crate) enum Selection<'k, T, F = Span<u8>> {
     /// By a predicate, output order unspecified.
-    Unordered { by: SelectBy, threshold: T },
+    Unordered { by: Pick<'k>, threshold: T },
     /// By a predicate, in input order.
-    Stable { by: SelectBy, threshold: T },
+    Stable { by: Pick<'k>, threshold: T },
     /// By a byte mask as long as the input, in input order.
     Flagged(F),
 }
 
-impl<T, F> Selection<T, F> {
+/// Whose predicate: a built-in one (its kernels in the built-in images), or a user's (their kernel crate's,
+/// resolved by the predicate's name, in [`SelectPass`] order).
+#[derive(Clone, Copy)]
+pub(crate) enum Pick<'k> {
+    Builtin(SelectBy),
+    User(&'k OpKernels),
+}
+
+impl<'k, T, F> Selection<'k, T, F> {
     /// The same selection with the mask `map`ped.
-    pub fn try_map<G, E>(self, map: impl FnOnce(F) -> Result<G, E>) -> Result<Selection<T, G>, E> {
+    pub fn try_map<G, E>(
+        self,
+        map: impl FnOnce(F) -> Result<G, E>,
+    ) -> Result<Selection<'k, T, G>, E> {
         Ok(match self {
             Selection::Unordered { by, threshold } => Selection::Unordered { by, threshold },
             Selection::Stable { by, threshold } => Selection::Stable { by, threshold },
@@ -86,9 +98,19 @@ impl Scratch {
 
 /// The kernel of a compaction.
 #[derive(Clone, Copy)]
-enum Which {
+enum Which<'k> {
     Predicate(SelectKernel),
     Flags(SelectFlagged),
+    User(&'k OpKernels, SelectPass),
+}
+
+impl<'k> Which<'k> {
+    fn of(by: Pick<'k>, pass: SelectPass) -> Self {
+        match by {
+            Pick::Builtin(by) => Which::Predicate(SelectKernel(by, pass)),
+            Pick::User(kernels) => Which::User(kernels, pass),
+        }
+    }
 }
 
 /// Compacts `input` into `out` by `selection` and writes the count to `count`.
@@ -101,7 +123,7 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
     gpu: &Gpu,
     scratch: &mut Scratch,
     policy: &Policy,
-    selection: Selection<T>,
+    selection: Selection<'_, T>,
     input: Span<T>,
     out: Span<T>,
     count: *mut u64,
@@ -114,18 +136,12 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
     }
     let null = std::ptr::null();
     let (kernel, threshold, flags, unordered) = match selection {
-        Selection::Unordered { by, threshold } => (
-            Which::Predicate(SelectKernel(by, SelectPass::Unordered)),
-            threshold,
-            null,
-            true,
-        ),
-        Selection::Stable { by, threshold } => (
-            Which::Predicate(SelectKernel(by, SelectPass::Stable)),
-            threshold,
-            null,
-            false,
-        ),
+        Selection::Unordered { by, threshold } => {
+            (Which::of(by, SelectPass::Unordered), threshold, null, true)
+        }
+        Selection::Stable { by, threshold } => {
+            (Which::of(by, SelectPass::Stable), threshold, null, false)
+        }
         Selection::Flagged(flags) => (
             Which::Flags(SelectFlagged(T::ELEM)),
             T::default(),
@@ -145,12 +161,15 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
     let f = match kernel {
         Which::Predicate(k) => gpu.function(k)?,
         Which::Flags(k) => gpu.function(k)?,
+        Which::User(kernels, pass) => kernels.function(pass.ordinal())?,
     };
-    // SAFETY (both launches): as `launch`, which the callers below establish.
+    // SAFETY (every launch): as `launch`, which the callers below establish; a user's kernels take the
+    // `SelectParams` of their element, `T` (the handle resolved them by `T`'s name).
     let launch = |shape, params| unsafe {
         match kernel {
             Which::Predicate(k) => launch(gpu, k, shape, stream, params),
             Which::Flags(k) => launch(gpu, k, shape, stream, params),
+            Which::User(..) => driver::launch(f, shape, stream, &params, Order::Stream),
         }
     };
     // The stable kernels' look-back words, grown (waiting for their last use) before the claim.

@@ -1,14 +1,17 @@
-//! Three operators a user brings, each generic over its element (f32, f16, bf16 … on either side):
+//! Three operators and a predicate a user brings, each generic over its element (f32, f16, bf16 … on
+//! either side):
 //!
 //! | operator | accumulator | result |
 //! |---|---|---|
 //! | [`AbsMax`] | the largest magnitude (f32) | the scale of an FP8 cast |
 //! | [`SumSquares`] | Σ x² (f32) | the L2 norm, `sqrt` in `finalize` |
 //! | [`Welford`] | count, mean and M2 (f64), merged by Chan's formula | mean and population variance |
+//!
+//! [`Outside`] is a `DeviceSelect` predicate: it keeps the outliers, `|x| > threshold` (and NaN).
 #![no_std]
 use core::marker::PhantomData;
 
-use reduce_contract::op::{Float, Pod, ReduceOp};
+use reduce_contract::op::{Float, Pod, ReduceOp, SelectOp};
 
 /// The largest magnitude, `max |x|`; a NaN anywhere gives NaN; 0 for an empty input.
 ///
@@ -176,5 +179,19 @@ impl<T: Float> ReduceOp for Welford<T> {
             m2 += d * d;
         });
         Self::combine(acc, Moments { n, mean, m2 })
+    }
+}
+
+/// Keeps the outliers: elements whose magnitude is over the call's threshold, and NaN (an outlier of every
+/// threshold). A predicate for `DeviceSelect::select_if_with`.
+pub struct Outside<T>(PhantomData<T>);
+
+impl<T: Float> SelectOp for Outside<T> {
+    type In = T;
+    const NAME: &'static str = "outside";
+
+    fn keep(threshold: T, x: T) -> bool {
+        let x = x.to_f32();
+        x.is_nan() || x.abs() > threshold.to_f32()
     }
 }

@@ -26,7 +26,11 @@ pub use reduce_contract::layout::UNORDERED_VECTORS;
 /// fewer for bytes, so a round's element slots fit the 64-bit ballot mask.
 pub const fn unordered_vectors(lanes: usize) -> usize {
     let fit = 64 / lanes;
-    if fit < UNORDERED_VECTORS { fit } else { UNORDERED_VECTORS }
+    if fit < UNORDERED_VECTORS {
+        fit
+    } else {
+        UNORDERED_VECTORS
+    }
 }
 
 /// Vectors each thread handles per tile of the exported [`stable`] kernels. The host sizes its grid (one block

@@ -407,12 +407,8 @@ impl DeviceSelect {
         S::In: SelectElement,
     {
         let ops = kernels.select::<S>(self.gpu())?;
-        let by = Pick::User(&ops);
-        self.blocking(
-            Selection::Unordered { by, threshold },
-            input.into(),
-            out.into(),
-        )
+        let selection = Selection::by_predicate(false, Pick::User(&ops), threshold);
+        self.blocking(selection, input.into(), out.into())
     }
 
     /// As [`select_if_with`](Self::select_if_with), in input order (as
@@ -428,12 +424,8 @@ impl DeviceSelect {
         S::In: SelectElement,
     {
         let ops = kernels.select::<S>(self.gpu())?;
-        let by = Pick::User(&ops);
-        self.blocking(
-            Selection::Stable { by, threshold },
-            input.into(),
-            out.into(),
-        )
+        let selection = Selection::by_predicate(true, Pick::User(&ops), threshold);
+        self.blocking(selection, input.into(), out.into())
     }
 
     /// Enqueues [`select_if_with`](Self::select_if_with) on `stream`, with the count written to
@@ -454,8 +446,7 @@ impl DeviceSelect {
         S::In: SelectElement,
     {
         let ops = kernels.select::<S>(self.gpu())?;
-        let by = Pick::User(&ops);
-        let selection = Selection::Unordered { by, threshold };
+        let selection = Selection::by_predicate(false, Pick::User(&ops), threshold);
         self.enqueue_into(
             selection,
             input.into(),
@@ -483,8 +474,7 @@ impl DeviceSelect {
         S::In: SelectElement,
     {
         let ops = kernels.select::<S>(self.gpu())?;
-        let by = Pick::User(&ops);
-        let selection = Selection::Stable { by, threshold };
+        let selection = Selection::by_predicate(true, Pick::User(&ops), threshold);
         self.enqueue_into(
             selection,
             input.into(),

@@ -370,12 +370,7 @@ fn by_predicate<'f, T: SelectElement, P: Predicate<T>>(
     stable: bool,
     pred: &P,
 ) -> Selection<'static, T, DeviceView<'f, u8>> {
-    let (by, threshold) = (Pick::Builtin(P::by()), pred.threshold());
-    if stable {
-        Selection::Stable { by, threshold }
-    } else {
-        Selection::Unordered { by, threshold }
-    }
+    Selection::by_predicate(stable, Pick::Builtin(P::by()), pred.threshold())
 }
 
 impl Drop for DeviceSelect {

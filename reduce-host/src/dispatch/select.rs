@@ -37,6 +37,15 @@ pub(crate) enum Pick<'k> {
 }
 
 impl<'k, T, F> Selection<'k, T, F> {
+    /// Selection by the predicate `by` with `threshold`: in input order when `stable`.
+    pub fn by_predicate(stable: bool, by: Pick<'k>, threshold: T) -> Self {
+        if stable {
+            Selection::Stable { by, threshold }
+        } else {
+            Selection::Unordered { by, threshold }
+        }
+    }
+
     /// The same selection with the mask `map`ped.
     pub fn try_map<G, E>(
         self,

@@ -74,6 +74,7 @@ pub struct Custom<R>(PhantomData<R>);
 impl<R: ReduceOp> DeviceOp for Custom<R> {
     type In = R::In;
     type Acc = Words<R::Acc>;
+    const DEEP_FOLD: bool = true;
     #[inline(always)]
     fn identity() -> Words<R::Acc> {
         Words(R::identity())

@@ -10,14 +10,9 @@ use reduce_contract::kernel_name;
 
 use crate::custom::elem;
 
-/// The operator type of a kernel-name operator.
+/// The operator type of a kernel-name operator: [`crate::op::by_word`].
 macro_rules! op_type {
-    (sum $t:ty) => { crate::op::Sum<$t> };
-    (max $t:ty) => { crate::op::Max<$t> };
-    (min $t:ty) => { crate::op::Min<$t> };
-    (argmax $t:ty) => { crate::op::ArgMax<$t> };
-    (argmin $t:ty) => { crate::op::ArgMin<$t> };
-    (softmax $t:ty) => { crate::softmax::Softmax<$t> };
+    ($op:ident $t:ty) => { crate::op::by_word::$op<$t> };
 }
 
 /// The atomic kernel, for sums only.

@@ -2,7 +2,7 @@
 //! in f32 (the accumulator of their sums), so no f16 arithmetic instructions are needed.
 use core::arch::asm;
 
-use crate::op::{OrdElement, SumElement};
+use crate::op::OrdElement;
 use crate::shuffle::Shuffle;
 
 /// IEEE binary16, as its bits.
@@ -50,15 +50,14 @@ macro_rules! shuffle_16 {
 }
 shuffle_16!(F16, BF16);
 
-/// Sums of 16-bit floats accumulate in f32, as CUB's: the widening is exact and f32 keeps the rounding error
-/// of a long sum far below one 16-bit ulp of the result.
+/// Sums of 16-bit floats accumulate in f32, as CUB's (the contract's `sum_accumulators!`): the widening is
+/// exact and f32 keeps the rounding error of a long sum far below one 16-bit ulp of the result.
 macro_rules! half_float {
     ($($t:ident: $neg_inf:literal, $inf:literal;)*) => {$(
-        impl SumElement for $t {
-            type Acc = f32;
+        impl From<$t> for f32 {
             #[inline(always)]
-            fn widen(self) -> f32 {
-                self.to_f32()
+            fn from(x: $t) -> f32 {
+                x.to_f32()
             }
         }
 

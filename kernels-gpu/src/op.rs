@@ -32,6 +32,17 @@ pub trait DeviceOp {
     /// Merges two accumulators.
     fn combine(a: Self::Acc, b: Self::Acc) -> Self::Acc;
 
+    /// Whether the per-segment block kernel folds with the loads' kind chosen once per segment (two copies
+    /// of the fold, 16-byte and scalar loads) and four 16-byte chunks in flight per thread, instead of one
+    /// compact copy choosing per chunk with two in flight. The runs and their order are the same either
+    /// way, so no bits change; only the speed does. The compact copy issues both kinds of loads, one kind
+    /// predicated off, and an operator heavy enough to be bound by issue slots and occupancy rather than
+    /// by bytes pays for it: a Welford accumulator in f64 per row of bf16 took 160.3 µs compact and 146.1
+    /// with this (H200, 4096 × 65536). The built-ins are bound by bytes, and their softmax statistics ran
+    /// 1–3 % slower with it, so they keep the compact fold. Users' operators
+    /// ([`crate::custom::Custom`]) have it.
+    const DEEP_FOLD: bool = false;
+
     /// Folds a run of `len` elements into `acc`; `get(i)` gives element `i` and its index. Every index in
     /// the run is larger than every index already in `acc`, and `get` yields them in increasing order.
     ///
@@ -76,6 +87,25 @@ pub trait DeviceOp {
     }
 }
 
+/// The built-in operators by the words the contract's lists spell them with (`reduce_pairs!`:
+/// `sum f32, argmax bf16, …`), so `entry.rs` instantiates every kernel from those lists without a table of
+/// its own. A new operator is its type in this file and its word here.
+#[allow(non_camel_case_types)]
+pub mod by_word {
+    /// [`Sum`](super::Sum).
+    pub type sum<T> = super::Sum<T>;
+    /// [`Max`](super::Max).
+    pub type max<T> = super::Max<T>;
+    /// [`Min`](super::Min).
+    pub type min<T> = super::Min<T>;
+    /// [`ArgMax`](super::ArgMax).
+    pub type argmax<T> = super::ArgMax<T>;
+    /// [`ArgMin`](super::ArgMin).
+    pub type argmin<T> = super::ArgMin<T>;
+    /// [`Softmax`](crate::softmax::Softmax), the fused softmax statistics.
+    pub type softmax<T> = crate::softmax::Softmax<T>;
+}
+
 /// A sum's running value. Floats add with IEEE rounding; integers add modulo 2^64 (two's complement
 /// wrapping), which is associative, so an integer sum is exact modulo 2^64 and the same for every combine
 /// order, atomics included.
@@ -114,16 +144,20 @@ pub trait SumElement: Copy {
     fn widen(self) -> Self::Acc;
 }
 
-macro_rules! sum_by_cast {
-    ($($t:ty => $acc:ty),*) => {$(
-        impl SumElement for $t {
+/// One impl per line of the contract's table of sum accumulators, widening by `From` (exact: the
+/// integers' sign or zero extension, and the 16-bit floats' conversions in [`crate::half`]).
+macro_rules! sum_elements {
+    ($($t:ident $acc:ident),*) => {$(
+        impl SumElement for crate::custom::elem::$t {
             type Acc = $acc;
             #[inline(always)]
-            fn widen(self) -> $acc { self as $acc }
+            fn widen(self) -> $acc {
+                <$acc>::from(self)
+            }
         }
     )*};
 }
-sum_by_cast!(f32 => f32, f64 => f64, i32 => i64, i64 => i64, u32 => u64, u64 => u64, u8 => u64);
+reduce_contract::sum_accumulators!(sum_elements);
 
 /// Elements with an order for max/min/argmax/argmin. Floats (16-bit ones through f32) order by IEEE
 /// comparison, with NaN handled by the operators (it wins), so -0.0 and +0.0 compare equal.

@@ -69,6 +69,13 @@ pub(crate) unsafe fn segment<In, Acc, P>(p: &SegmentedParams<In, Acc, P>, s: u64
 /// Folds chunks `first + r, first + r + w, …` below `stop` of `seg` (and the partial last chunk if this
 /// thread's sequence reaches it below `stop`). Indices given to the operator are positions in the segment.
 ///
+/// The segment's alignment picks each chunk's loads: one 16-byte load, or `LANES` scalar ones giving the
+/// same values in the same order. With `deep` ([`DeviceOp::DEEP_FOLD`], which the block kernel passes), the
+/// choice is made once, around two copies of the fold, and the 16-byte copy keeps four chunks in flight;
+/// without it, per chunk, in one compact copy, which ptxas turns into predicated code that issues both
+/// kinds of loads. The tile kernel never passes it: its segments are short, and the second copy's
+/// registers cost more than the slots (rows of 8 f32: sums 11 % slower with it).
+///
 /// # Safety
 /// `seg` must be valid for reads of `len` elements.
 #[inline(always)]
@@ -78,28 +85,39 @@ unsafe fn fold_chunks<Op: DeviceOp>(
     stop: u64,
     r: u64,
     w: u64,
+    deep: bool,
 ) -> Op::Acc
 where
     Op::In: Vectorize,
 {
-    // The segment's alignment picks each chunk's loads: one 16-byte load, or `LANES` scalar ones giving the
-    // same values. The branch is uniform over the segment's threads, and written per chunk rather than
-    // around two copies of the fold, which would double the code of every kernel.
     let aligned = (seg.start as u64).is_multiple_of(16);
-    // SAFETY: forwarded; aligned starts make every chunk 16-byte aligned, and `gather` needs only the
-    // element's alignment.
+    let vector = |p: *const Op::In| {
+        // SAFETY: only called when the segment starts 16-byte aligned, which makes every chunk aligned
+        // (`fold_with` passes chunks inside the segment).
+        unsafe { arch::load_vec16(p as *const Vec16<<Op::In as Vectorize>::Array>) }
+    };
+    // SAFETY (all three): forwarded; `gather` needs only the element's alignment.
     unsafe {
-        fold_with::<Op>(seg, first, stop, r, w, |p| {
-            if aligned {
-                arch::load_vec16(p as *const Vec16<<Op::In as Vectorize>::Array>)
-            } else {
+        if !deep {
+            fold_with::<Op>(seg, first, stop, r, w, false, |p| {
+                if aligned {
+                    vector(p)
+                } else {
+                    <Op::In as Vectorize>::gather(p)
+                }
+            })
+        } else if aligned {
+            fold_with::<Op>(seg, first, stop, r, w, true, vector)
+        } else {
+            fold_with::<Op>(seg, first, stop, r, w, false, |p| {
                 <Op::In as Vectorize>::gather(p)
-            }
-        })
+            })
+        }
     }
 }
 
-/// [`fold_chunks`] with the chunk loader `load` (16-byte or scalar).
+/// [`fold_chunks`] with the chunk loader `load` (16-byte or scalar); `deep` (a constant after inlining)
+/// keeps four chunks' loads in flight instead of two ([`DeviceOp::DEEP_FOLD`]).
 ///
 /// # Safety
 /// As [`fold_chunks`]; `load(p)` must be valid for a whole chunk at `p` inside the segment.
@@ -110,6 +128,7 @@ unsafe fn fold_with<Op: DeviceOp>(
     stop: u64,
     r: u64,
     w: u64,
+    deep: bool,
     load: impl Fn(*const Op::In) -> Vec16<<Op::In as Vectorize>::Array>,
 ) -> Op::Acc
 where
@@ -122,20 +141,32 @@ where
     let chunk = |c: u64| load(unsafe { seg.start.add((c * lanes) as usize) });
     let mut acc = Op::identity();
     let mut c = first + r;
+    // Element i of a run of two chunks `x[h]`, `x[h + 1]` (chunks `c + h·w`, `c + (h + 1)·w`): lane i % LANES
+    // of chunk i / LANES; indices grow with i.
+    let pair = |x: &[Vec16<<Op::In as Vectorize>::Array>], h: usize, c: u64, i: usize| {
+        let (k, j) = (h + i / lanes as usize, i % lanes as usize);
+        (
+            <Op::In as Vectorize>::lane(&x[k], j),
+            (c + k as u64 * w) * lanes + j as u64,
+        )
+    };
+    if deep {
+        // Four chunks' loads in flight, folded as two runs of two: the runs and their order are the
+        // two-chunk loop's, so the depth changes no bits.
+        while c + 3 * w < stop_full {
+            let x = [chunk(c), chunk(c + w), chunk(c + 2 * w), chunk(c + 3 * w)];
+            unroll!(H in [0, 2] {
+                acc = Op::fold_run(acc, TRIP_CHUNKS * lanes as usize, |i| pair(&x, H, c, i));
+            });
+            c += 2 * TRIP_CHUNKS as u64 * w;
+        }
+    }
     while c + w < stop_full {
-        // Both loads first, then the arithmetic. Two chunks a trip, not the four of the device-wide kernels:
-        // every kernel here holds the fold twice (16-byte and scalar loads), and the segmented modules
-        // would double the embedded images; a full SM of threads still keeps 64 KiB in flight.
+        // Both loads first, then the arithmetic. Runs of two chunks, not the four of the device-wide
+        // kernels: every kernel here holds the fold twice (16-byte and scalar loads), and the segmented
+        // modules would double the embedded images.
         let x = [chunk(c), chunk(c + w)];
-        // Element i of the run is lane i % LANES of chunk i / LANES; indices grow with i.
-        let get = |i: usize| {
-            let (k, j) = (i / lanes as usize, i % lanes as usize);
-            (
-                <Op::In as Vectorize>::lane(&x[k], j),
-                (c + k as u64 * w) * lanes + j as u64,
-            )
-        };
-        acc = Op::fold_run(acc, TRIP_CHUNKS * lanes as usize, get);
+        acc = Op::fold_run(acc, TRIP_CHUNKS * lanes as usize, |i| pair(&x, 0, c, i));
         c += TRIP_CHUNKS as u64 * w;
     }
     while c < stop_full {
@@ -185,7 +216,7 @@ where
         let valid = s < p.count;
         let acc = if valid {
             // SAFETY: s < count; the segment is valid for reads (launch contract, offsets checked).
-            unsafe { fold_chunks::<Op>(segment(&p, s), 0, u64::MAX, rank, w) }
+            unsafe { fold_chunks::<Op>(segment(&p, s), 0, u64::MAX, rank, w, false) }
         } else {
             Op::identity()
         };
@@ -293,7 +324,8 @@ where
         let first = piece.saturating_mul(p.piece);
         let stop = first.saturating_add(p.piece);
         // SAFETY: s < count (launch contract, offsets checked).
-        let acc = unsafe { fold_chunks::<Op>(segment(&p, s), first, stop, t, threads) };
+        let acc =
+            unsafe { fold_chunks::<Op>(segment(&p, s), first, stop, t, threads, Op::DEEP_FOLD) };
         // SAFETY: every thread of the block gets here.
         let r = unsafe { block::reduce::<Op>(acc) };
         if t == 0 {

@@ -6,6 +6,7 @@
 //! | [`op`] | [`ReduceOp`], the operator a user brings, and the [`Element`] names of its inputs |
 //! | [`kernels`] | every kernel as a type ([`Kernel`], [`Takes`]): its module, its slot, its name and its parameters |
 //! | [`params`] | one `#[repr(C)]` parameter struct per kernel family: each kernel takes one by value |
+//! | [`math`] | `mul_add`, one rounding on the GPU, for operators' inner loops |
 //! | [`layout`] | accumulator layouts ([`Indexed`]) and the constants both sides size memory and grids by |
 //! | [`reproducible`] | the reproducible sum's fixed partition and accumulator arithmetic, run by both sides |
 //!
@@ -15,10 +16,13 @@
 //! The host's build script splits the compiled PTX by [`Module::all`] and refuses a build in which an
 //! entry is in no module, or a module's kernel is missing.
 #![no_std]
+// The GPU build (nightly) fuses `math::mul_add`; the host build stays on stable.
+#![cfg_attr(target_arch = "nvptx64", feature(core_float_math))]
 #![warn(missing_docs)]
 
 pub mod kernels;
 pub mod layout;
+pub mod math;
 pub mod op;
 pub mod params;
 pub mod reproducible;

@@ -58,32 +58,47 @@ pub trait SumElement: Element {
 /// `half::f16` and `half::bf16` data go through [`F16`] and [`BF16`] (`F16::from_halves` views a slice).
 pub trait OrdElement: Element {}
 
-/// One line per element type: its Rust type, its contract name and its sum's accumulator.
+/// One line per element type: its Rust type and its contract name.
 macro_rules! elements {
-    ($($t:ty, $elem:ident, $acc:ty;)*) => {$(
+    ($($t:ty, $elem:ident;)*) => {$(
         impl sealed::Sealed for $t {}
         // SAFETY: primitives, and F16/BF16 (`repr(transparent)` over a u16-sized half), have the layout
         // of the device type of the same name.
         unsafe impl Element for $t {
             const ELEM: Elem = Elem::$elem;
         }
-        impl SumElement for $t {
-            type Acc = $acc;
-        }
         impl OrdElement for $t {}
     )*};
 }
 elements! {
-    f32, F32, f32;
-    f64, F64, f64;
-    F16, F16, f32;
-    BF16, BF16, f32;
-    i32, I32, i64;
-    u32, U32, u64;
-    i64, I64, i64;
-    u64, U64, u64;
-    u8, U8, u64;
+    f32, F32;
+    f64, F64;
+    F16, F16;
+    BF16, BF16;
+    i32, I32;
+    u32, U32;
+    i64, I64;
+    u64, U64;
+    u8, U8;
 }
+
+/// The element types by their kernel-name spelling, for the contract's tables.
+#[allow(non_camel_case_types)]
+mod elem {
+    pub use crate::half::{BF16 as bf16, F16 as f16};
+    pub use core::primitive::{f32, f64, i32, i64, u8, u32, u64};
+}
+
+/// The sums' accumulators, from the contract's one table (`reduce_contract::sum_accumulators!`), which
+/// the device's kernels are generated from too.
+macro_rules! sum_elements {
+    ($($t:ident $acc:ident),*) => {$(
+        impl SumElement for elem::$t {
+            type Acc = $acc;
+        }
+    )*};
+}
+reduce_contract::sum_accumulators!(sum_elements);
 
 /// An element with its position: the result of argmax and argmin, with the device accumulator's layout
 /// (the contract's `Indexed`).

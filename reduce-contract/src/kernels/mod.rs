@@ -104,6 +104,13 @@ macro_rules! kernel_name {
 
 /// Calls `$cb! { op elem, ... }` with every `(operator, element)` pair that has reduction kernels, grouped
 /// by element in [`Elem`] order, operators in [`Op`] order (the order of [`Module::index`]).
+///
+/// A new built-in operator, for every type, device-wide and per segment, is five places: its [`Op`] key
+/// (`keys.rs`); its pairs here; its device type and its word in `kernels-gpu`'s `op.rs` (`op::by_word`),
+/// from which `entry.rs` generates its kernels; its method on `DeviceReduce` (`reduce.rs`); and its method
+/// on `DeviceSegmentedReduce` (`segmented.rs`). The module tables, kernel names, slots and the host's
+/// launch types follow from the key. (An operator over a new class of elements also adds a bound in
+/// `reduce-host`'s `element.rs`.)
 #[macro_export]
 macro_rules! reduce_pairs {
     ($cb:ident) => {
@@ -118,6 +125,18 @@ macro_rules! reduce_pairs {
             sum u64, max u64, min u64, argmax u64, argmin u64,
             sum u8, max u8, min u8, argmax u8, argmin u8,
         }
+    };
+}
+
+/// Calls `$cb! { elem acc, ... }` with every element type and the type its sum accumulates in, both as
+/// kernel names spell them. The one table of sum accumulators: the device's `Sum` and the host's
+/// `SumElement::Acc` are both generated from it, so the bytes a sum kernel writes are the bytes the host
+/// reads back. f32 for f32 (as CUB) and for f16/bf16 (widened exactly), f64 for f64, and 64-bit integers,
+/// wrapping, for the integers.
+#[macro_export]
+macro_rules! sum_accumulators {
+    ($cb:ident) => {
+        $cb! { f32 f32, f64 f64, f16 f32, bf16 f32, i32 i64, u32 u64, i64 i64, u64 u64, u8 u64 }
     };
 }
 

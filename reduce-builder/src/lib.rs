@@ -138,16 +138,18 @@ impl Builder {
     }
 
     /// Prints `cargo:rerun-if-changed` for the kernel crate's `src/`, `Cargo.toml` and
-    /// `rust-toolchain.toml`, and for the `src/` and `Cargo.toml` of its path dependencies, so the
+    /// `rust-toolchain.toml` (if it has one), and for the `src/` and `Cargo.toml` of its path dependencies, so the
     /// build script (and with it the kernel build) reruns when the kernels change. [`build`](Self::build)
     /// calls it; a caller of [`build_ptx`](Self::build_ptx) calls it itself.
     pub fn rerun_if_changed(&self) {
         let k = &self.crate_path;
-        let mut paths = vec![
-            k.join("src"),
-            k.join("Cargo.toml"),
-            k.join("rust-toolchain.toml"),
-        ];
+        let mut paths = vec![k.join("src"), k.join("Cargo.toml")];
+        // Only when it is there: cargo counts a watched file that does not exist as changed, so every
+        // cargo command would rebuild the kernels of a crate without one.
+        let toolchain = k.join("rust-toolchain.toml");
+        if toolchain.exists() {
+            paths.push(toolchain);
+        }
         if let Ok(text) = std::fs::read_to_string(k.join("Cargo.toml")) {
             for dep in manifest::path_dependencies(&text) {
                 let dir = normalize(&k.join(dep));
@@ -192,7 +194,7 @@ impl Builder {
     /// (cargo:warning) when ptxas is missing. Writes into OUT_DIR: `<lib_name>-sm<arch>.cubin` files,
     /// `<lib_name>-sm90.ptx` (NUL-terminated: the driver takes NUL-terminated PTX; without ptxas, the PTX
     /// for all three archs), and `<lib_name>_images.rs`. Prints cargo:rerun-if-changed for the kernel
-    /// crate's src/, Cargo.toml, rust-toolchain.toml, and its path dependencies.
+    /// crate's src/, Cargo.toml, rust-toolchain.toml (if any), and its path dependencies.
     ///
     /// Cubins, because a GPU that has one loads machine code at once, where PTX is JIT-compiled by the
     /// driver the first time each process loads it. Without ptxas the build still succeeds.

@@ -2,12 +2,15 @@
 build of torch is on the PATH).
 
 Usage: torch_bench.py <op> <n> [<n> ...] with op one of histc_uniform, histc_skewed, masked_select,
-abs_max (`x.abs().max()`), sum_squares (`(x * x).sum()`), var_mean (`torch.var_mean(x, correction=0)`);
+abs_max (`x.abs().max()`), sum_squares (`(x * x).sum()`), var_mean (`torch.var_mean(x, correction=0)`),
+aminmax, logsumexp, norm_l1/norm_l2/norm_inf (`torch.linalg.vector_norm`), five_calls (sum, min, max, argmin,
+argmax: five reductions);
 or torch_bench.py <op> <shape> [<shape> ...] with op rows_sum or rows_argmax (`x.sum(dim=1)`,
 `x.argmax(dim=1)` of a rows × cols float matrix, shape `<rows>x<cols>`) or ragged_sum
 (`torch.segment_reduce` over `ragged<count>`: count segments of lengths splitmix64(i) % 10001, as
 benches/segmented.rs and cub_segmented.cu build them), or rows_var_mean_bf16 (`torch.var_mean(x, dim=1,
-correction=0)` of a rows × cols bfloat16 matrix: benches/custom.rs).
+correction=0)` of a rows × cols bfloat16 matrix: benches/custom.rs), rows_mean_square_bf16 (`mean(x * x,
+dim=1, dtype=float32)`, RMSNorm's statistic) or rows_logsumexp_bf16 (`logsumexp(x, dim=1)`).
 Prints one line per n or shape: torch,<op>,<n or shape>,<median_us>,<gbps>. Method as the CUB comparator: inputs random,
 rotated over copies totalling >= 3x L2, CUDA events around each call, warm-up, median of >= 21 samples.
 GB/s counts the input bytes read (masked_select: input + mask... only the f32 input, as for ours).
@@ -51,6 +54,10 @@ def run_segmented(op, x, extra):
         return torch.segment_reduce(x, "sum", lengths=extra)
     if op == "rows_var_mean_bf16":
         return torch.var_mean(x, dim=1, correction=0)
+    if op == "rows_mean_square_bf16":
+        return torch.mean(x * x, dim=1, dtype=torch.float32)
+    if op == "rows_logsumexp_bf16":
+        return torch.logsumexp(x, dim=1)
     raise SystemExit(f"unknown op {op}")
 
 
@@ -77,6 +84,18 @@ def run(op, x):
         return (x * x).sum()
     if op == "var_mean":
         return torch.var_mean(x, correction=0)
+    if op == "aminmax":
+        return torch.aminmax(x)
+    if op == "logsumexp":
+        return torch.logsumexp(x, dim=0)
+    if op == "norm_l1":
+        return torch.linalg.vector_norm(x, ord=1)
+    if op == "norm_l2":
+        return torch.linalg.vector_norm(x, ord=2)
+    if op == "norm_inf":
+        return torch.linalg.vector_norm(x, ord=float("inf"))
+    if op == "five_calls":
+        return (x.sum(), x.min(), x.max(), x.argmin(), x.argmax())
     raise SystemExit(f"unknown op {op}")
 
 

@@ -286,3 +286,17 @@ mod select {
 
     reduce_contract::select_flagged_types!(flagged_kernels);
 }
+
+/// The statistics' kernels (`reduce_contract::stats`), exported the way a user's operators are, for every
+/// float element type: `reduce_partials_var_mean_f32`, …, `segmented_rows_logsumexp_bf16`.
+macro_rules! statistic_kernels {
+    ($($word:ident = $op:ident;)*) => {
+        mod stats {
+            use reduce_contract::stats::*;
+            crate::export_reduce! {
+                $($word = $op<_>; f32, f64, f16, bf16;)*
+            }
+        }
+    };
+}
+reduce_contract::statistics!(statistic_kernels);

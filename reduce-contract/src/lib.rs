@@ -8,6 +8,7 @@
 //! | [`params`] | one `#[repr(C)]` parameter struct per kernel family: each kernel takes one by value |
 //! | [`math`] | `mul_add`, one rounding on the GPU, for operators' inner loops |
 //! | [`layout`] | accumulator layouts ([`Indexed`]) and the constants both sides size memory and grids by |
+//! | [`stats`] | the statistics (`var_mean`, `aminmax`, norms, `logsumexp`) as [`ReduceOp`]s |
 //! | [`reproducible`] | the reproducible sum's fixed partition and accumulator arithmetic, run by both sides |
 //!
 //! Names are built in one place, by [`kernel_name!`]: the device uses it in `export_name`, and the module
@@ -17,7 +18,10 @@
 //! entry is in no module, or a module's kernel is missing.
 #![no_std]
 // The GPU build (nightly) fuses `math::mul_add`; the host build stays on stable.
-#![cfg_attr(target_arch = "nvptx64", feature(core_float_math))]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(core_float_math, asm_experimental_arch)
+)]
 #![warn(missing_docs)]
 
 pub mod kernels;
@@ -26,6 +30,7 @@ pub mod math;
 pub mod op;
 pub mod params;
 pub mod reproducible;
+pub mod stats;
 
 pub use kernels::{Elem, FloatElem, Kernel, Module, Op, Pred, Sample, Takes};
 pub use layout::{Indexed, SoftmaxStats};

@@ -30,9 +30,12 @@ use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
 use cust::memory::DeviceCopy;
-use reduce_contract::kernels::{Key, ReducePass, SegmentedPass, SelectPass};
+use reduce_contract::kernels::{
+    FloatElem, Key, ReducePass, SegmentedPass, SelectPass, Stat, StatKernel, StatPass,
+};
 use reduce_contract::layout::MAX_OP_ACC_BYTES;
 pub use reduce_contract::op::{Element as OpElement, Float, Pod, ReduceOp, SelectOp};
+use reduce_contract::stats::Statistic;
 
 use crate::dispatch::Source;
 use crate::dispatch::select::{Pick, Selection};
@@ -114,9 +117,9 @@ pub struct OpAcc<A>(pub A);
 // device, and any value the device's operator code produced is a valid `A` on the host.
 unsafe impl<A: Pod> DeviceCopy for OpAcc<A> {}
 
-/// Which kernels of an operator: the device-wide ones, or the per-segment ones.
+/// Which kernels of an operator: the device-wide ones, the per-segment ones, or a predicate's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum OpFamily {
+pub(crate) enum OpFamily {
     Reduce,
     Segmented,
     Select,
@@ -142,17 +145,66 @@ impl OpFamily {
 
 /// One operator's kernels of one family, resolved: what the dispatch launches.
 pub(crate) struct OpKernels {
-    functions: Vec<Function>,
+    functions: Functions,
     acc_bytes: usize,
     code: Code,
 }
 
+/// Where an operator's kernels are: resolved from a user's kernel crate, or a statistic's module of the
+/// library's own images (loaded on first use, as every built-in module).
+enum Functions {
+    Loaded(Vec<Function>),
+    Library {
+        gpu: Gpu,
+        stat: Stat,
+        elem: FloatElem,
+        family: OpFamily,
+    },
+}
+
 impl OpKernels {
-    /// The kernel in `slot`, its pass's position in the family's order.
-    pub fn function(&self, slot: usize) -> Result<&Function> {
-        self.functions.get(slot).ok_or_else(|| {
-            Error::InvalidArgument(format!("a user's operator has no kernel in slot {slot}"))
+    /// The library's kernels of the statistic `O`, of `family` (device-wide or per segment).
+    pub(crate) fn statistic<O: Statistic>(gpu: &Gpu, family: OpFamily) -> Result<OpKernels>
+    where
+        O::In: Element,
+    {
+        let elem = <O::In as Element>::ELEM
+            .float()
+            .ok_or_else(|| Error::InvalidArgument(format!("{} reads no float element", O::NAME)))?;
+        Ok(OpKernels {
+            functions: Functions::Library {
+                gpu: gpu.clone(),
+                stat: O::STAT,
+                elem,
+                family,
+            },
+            acc_bytes: size_of::<O::Acc>(),
+            code: gpu.info().code,
         })
+    }
+
+    /// The kernel in `slot`, its pass's position in the family's order. The context must be current.
+    pub fn function(&self, slot: usize) -> Result<&Function> {
+        let missing =
+            || Error::InvalidArgument(format!("an operator has no kernel in slot {slot}"));
+        match &self.functions {
+            Functions::Loaded(functions) => functions.get(slot).ok_or_else(missing),
+            &Functions::Library {
+                ref gpu,
+                stat,
+                elem,
+                family,
+            } => {
+                let pass = match family {
+                    OpFamily::Reduce => ReducePass::ALL.get(slot).map(|&p| StatPass::Reduce(p)),
+                    OpFamily::Segmented => SegmentedPass::ALL
+                        .get(slot)
+                        .map(|&p| StatPass::Segmented(p)),
+                    OpFamily::Select => None,
+                };
+                gpu.function(StatKernel(stat, elem, pass.ok_or_else(missing)?))
+            }
+        }
     }
 
     /// The operator's accumulator size, which sizes the kernels' shared memory.
@@ -299,7 +351,7 @@ impl Kernels {
             }
         }
         let kernels = Arc::new(OpKernels {
-            functions,
+            functions: Functions::Loaded(functions),
             acc_bytes: acc_bytes.unwrap_or(0),
             code: self.code,
         });

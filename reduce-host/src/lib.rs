@@ -80,6 +80,7 @@ pub mod seed;
 mod segmented;
 mod segments;
 pub mod select;
+pub mod stats;
 mod stream;
 #[cfg(feature = "testing")]
 mod testing;

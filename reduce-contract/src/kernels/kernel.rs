@@ -7,7 +7,7 @@ use core::fmt::Debug;
 
 use super::keys::{
     Counter, Elem, FloatElem, Key, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass,
-    Sample, SeedVersion, SegmentedPass, SelectPass,
+    Sample, SeedVersion, SegmentedPass, SelectPass, Stat,
 };
 use super::module::Module;
 use super::name::Name;
@@ -141,6 +141,37 @@ impl PerSegment {
 
 kernel!(SegmentedKernel, |k| (k.0.module(), k.1.ordinal()),
     [In, Acc, Partial] SegmentedParams<In, Acc, Partial>, SegmentedParams<u8, u8>);
+
+/// Which kernel of a statistic's module: a device-wide pass or a per-segment one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StatPass {
+    /// `reduce_<pass>_<stat>_<elem>`, taking [`ReduceParams`].
+    Reduce(ReducePass),
+    /// `segmented_<pass>_<stat>_<elem>`, taking [`SegmentedParams`].
+    Segmented(SegmentedPass),
+}
+
+/// A kernel of a statistic ([`crate::stats`]) over a float element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StatKernel(pub Stat, pub FloatElem, pub StatPass);
+
+impl Kernel for StatKernel {
+    fn module(self) -> Module {
+        Module::Stat(self.0, self.1)
+    }
+    fn slot(self) -> usize {
+        match self.2 {
+            StatPass::Reduce(p) => p.ordinal(),
+            StatPass::Segmented(p) => ReducePass::COUNT + p.ordinal(),
+        }
+    }
+    fn param_bytes(self) -> usize {
+        match self.2 {
+            StatPass::Reduce(_) => size_of::<ReduceParams<u8, u8>>(),
+            StatPass::Segmented(_) => size_of::<SegmentedParams<u8, u8>>(),
+        }
+    }
+}
 
 /// A kernel of the reproducible sum of a float.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -312,6 +343,18 @@ pub fn every_kernel() -> impl Iterator<Item = (Module, Name, usize)> {
     });
     let flagged = Elem::ALL.iter().map(|&e| entry(SelectFlagged(e)));
     let seed = SeedVersion::ALL.iter().map(|&v| entry(SeedKernel(v)));
+    let passes = ReducePass::ALL
+        .iter()
+        .map(|&p| StatPass::Reduce(p))
+        .chain(SegmentedPass::ALL.iter().map(|&p| StatPass::Segmented(p)));
+    let stats = Stat::ALL.iter().flat_map(move |&stat| {
+        let passes = passes.clone();
+        FloatElem::ALL.iter().flat_map(move |&elem| {
+            passes
+                .clone()
+                .map(move |pass| entry(StatKernel(stat, elem, pass)))
+        })
+    });
     let testing = (1..Module::Testing.kernel_count()).map(|s| entry(TestKernel(s)));
     reduce
         .chain(atomic)
@@ -324,6 +367,7 @@ pub fn every_kernel() -> impl Iterator<Item = (Module, Name, usize)> {
         .chain(seed)
         .chain([entry(Spin)])
         .chain(testing)
+        .chain(stats)
 }
 
 // `Indexed` is the accumulator of the arg-reductions: the params of a family are sized by pointers alone.

@@ -68,6 +68,25 @@ keys! {
         ArgMin = "argmin",
     }
 
+    /// A statistic of [`crate::stats`]: an operator written as a user's [`ReduceOp`](crate::op::ReduceOp),
+    /// whose kernels the library's images hold (`statistics!` lists them with their words).
+    Stat {
+        /// [`crate::stats::Welford`]: count, mean, M2.
+        Welford = "var_mean",
+        /// [`crate::stats::MinMax`]: min and max with their indices.
+        MinMax = "aminmax",
+        /// [`crate::stats::Summary`]: both of the above.
+        Summary = "stats",
+        /// [`crate::stats::AbsSum`]: Σ|x|.
+        AbsSum = "norm_l1",
+        /// [`crate::stats::SquareSum`]: a scaled Σx².
+        SquareSum = "norm_l2",
+        /// [`crate::stats::AbsMax`]: max |x|.
+        AbsMax = "norm_inf",
+        /// [`crate::stats::LogSumExp`]: max and Σexp(x − max).
+        LogSumExp = "logsumexp",
+    }
+
     /// An element type with built-in reduction kernels.
     #[allow(missing_docs)]
     Elem {

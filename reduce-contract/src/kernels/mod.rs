@@ -26,11 +26,12 @@ pub mod name;
 pub use kernel::{
     Family, HistogramBytes, HistogramKernel, Kernel, PerSegment, ReduceKernel, Reduction,
     ReproKernel, ReproSegments, ReproSegmentsKernel, SeedKernel, SegmentedKernel, SelectBy,
-    SelectFlagged, SelectKernel, Spin, SumAtomic, Takes, TestKernel, every_kernel,
+    SelectFlagged, SelectKernel, Spin, StatKernel, StatPass, SumAtomic, Takes, TestKernel,
+    every_kernel,
 };
 pub use keys::{
     Counter, Elem, FloatElem, Key, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass,
-    Sample, SeedVersion, SegmentedPass, SelectPass,
+    Sample, SeedVersion, SegmentedPass, SelectPass, Stat,
 };
 pub use module::Module;
 pub use name::Name;

@@ -3,7 +3,7 @@
 //! value or a family renumbers everything consistently.
 use super::keys::{
     Counter, Elem, FloatElem, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass, Sample,
-    SeedVersion, SegmentedPass, SelectPass,
+    SeedVersion, SegmentedPass, SelectPass, Stat,
 };
 use super::name::Name;
 
@@ -94,6 +94,9 @@ modules! {
     /// Per-segment reproducible sums of a float element ([`ReproSegmentsPass`] order); they take
     /// [`crate::params::SegmentedParams`].
     ReproSegments(elem: FloatElem),
+    /// A statistic's kernels: device-wide ([`ReducePass`] order), then per segment ([`SegmentedPass`]
+    /// order), exported by `export_reduce!` under the statistic's word.
+    Stat(stat: Stat, elem: FloatElem),
 }
 
 /// The first index of family `family`: the sizes of the families before it.
@@ -157,6 +160,7 @@ impl Module {
             Module::Softmax(sample) => Name::join(&["segmented_softmax", sample.word()]),
             Module::ReproSum(elem) => Name::join(&["repro_sum", elem.word()]),
             Module::ReproSegments(elem) => Name::join(&["repro_segments", elem.word()]),
+            Module::Stat(stat, elem) => Name::join(&["stat", stat.word(), elem.word()]),
         }
     }
 
@@ -174,6 +178,7 @@ impl Module {
             Module::Segmented(..) | Module::Softmax(_) => SegmentedPass::COUNT,
             Module::ReproSum(_) => ReproPass::COUNT,
             Module::ReproSegments(_) => ReproSegmentsPass::COUNT,
+            Module::Stat(..) => ReducePass::COUNT + SegmentedPass::COUNT,
         }
     }
 
@@ -229,6 +234,14 @@ impl Module {
             }
             Module::ReproSegments(elem) => {
                 Name::join(&["repro", ReproSegmentsPass::ALL[slot].word(), elem.word()])
+            }
+            Module::Stat(stat, elem) if slot < ReducePass::COUNT => {
+                let pass = ReducePass::ALL[slot].word();
+                Name::join(&["reduce", pass, stat.word(), elem.word()])
+            }
+            Module::Stat(stat, elem) => {
+                let pass = SegmentedPass::ALL[slot - ReducePass::COUNT].word();
+                Name::join(&["segmented", pass, stat.word(), elem.word()])
             }
         })
     }

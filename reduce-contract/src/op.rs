@@ -107,8 +107,11 @@ unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}
 ///
 /// # The laws
 /// - `combine(identity(), a) == combine(a, identity()) == a` for every accumulator `lift` can produce;
-/// - `combine` is associative (up to floating-point rounding). It need not be commutative: the kernels
-///   always combine an accumulator of earlier indices on the left.
+/// - `combine` is associative and commutative (up to floating-point rounding). The threads of the
+///   device-wide grid-stride pass hold interleaved elements, so the kernels may merge an accumulator of
+///   later elements on the left; one that records positions (an argmax, the first or last element) must
+///   decide ties by the positions it holds, as `stats::Extrema::merge` does. Within one thread, runs arrive
+///   in increasing index order ([`fold_run`](Self::fold_run)).
 ///
 /// The kernels combine in a fixed tree that depends only on the input's length, its address alignment and
 /// the launch shape, so a float operator's bits repeat run to run on the same GPU.
@@ -135,7 +138,7 @@ pub trait ReduceOp: 'static {
     /// The accumulator of one element, `x`, found at `index` (its position in the input or the segment):
     /// the map step of a map-reduce (`TransformReduce` in CUB).
     fn lift(x: Self::In, index: u64) -> Self::Acc;
-    /// Merges two accumulators, `a` holding elements of smaller indices than `b`.
+    /// Merges two accumulators of disjoint elements (in either order; see the laws above).
     fn combine(a: Self::Acc, b: Self::Acc) -> Self::Acc;
     /// The result from the final accumulator (a square root, a division by the count, or the accumulator
     /// itself). Runs on the host, in the blocking calls.

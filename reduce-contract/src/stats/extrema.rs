@@ -39,13 +39,21 @@ impl Default for Extrema {
     }
 }
 
-/// Whether `b`, found after `a`, replaces it as the extreme: `b` is a NaN and `a` is not, or `b` is
-/// strictly beyond `a` by `beyond` (ties keep `a`, the smaller index).
+/// Whether `b` (at index `ib`) replaces `a` (at `ia`) as the extreme: a NaN beats a number, a value beyond
+/// the other by `beyond` beats it, and equal values (NaN against NaN, −0.0 against +0.0) go to the smaller
+/// index. Symmetric in its two sides, so merges need not know which holds the earlier indices.
 #[inline(always)]
-fn replaces<F: PartialOrd + Copy>(a: F, b: F, beyond: impl Fn(F, F) -> bool) -> bool {
-    #[allow(clippy::eq_op)]
-    let (a_nan, b_nan) = (a != a, b != b);
-    !a_nan && (b_nan || beyond(b, a))
+fn replaces(a: f64, ia: u64, b: f64, ib: u64, beyond: impl Fn(f64, f64) -> bool) -> bool {
+    let (a_nan, b_nan) = (a.is_nan(), b.is_nan());
+    if a_nan != b_nan {
+        b_nan
+    } else if !a_nan && beyond(b, a) {
+        true
+    } else if !a_nan && beyond(a, b) {
+        false
+    } else {
+        ib < ia
+    }
 }
 
 impl Extrema {
@@ -66,8 +74,8 @@ impl Extrema {
         if b.argmin == Extrema::NONE {
             return a;
         }
-        let lo = replaces(a.min, b.min, |x, y| x < y);
-        let hi = replaces(a.max, b.max, |x, y| x > y);
+        let lo = replaces(a.min, a.argmin, b.min, b.argmin, |x, y| x < y);
+        let hi = replaces(a.max, a.argmax, b.max, b.argmax, |x, y| x > y);
         Extrema {
             min: if lo { b.min } else { a.min },
             argmin: if lo { b.argmin } else { a.argmin },
@@ -76,17 +84,24 @@ impl Extrema {
         }
     }
 
-    /// The extrema of a run of `len ≥ 1` elements (`get(i)` = element `i` and its index, indices
-    /// increasing), compared in f32 for elements of up to 4 bytes and widened once.
+    /// Folds a run of `len` elements (`get(i)` = element `i` and its index, indices increasing and all
+    /// above those `acc` holds) into `acc`: values first (compared in f32 for elements of up to 4 bytes),
+    /// then, only where the run's least or greatest value (or a NaN) beats `acc`'s, the index of its first
+    /// occurrence. After the first few runs of a thread that is rare, so an element costs a `min`, a `max`
+    /// and a NaN test instead of two comparisons and the selects of a value and a 64-bit index.
     #[inline(always)]
-    pub fn of_run<T: Float>(len: usize, get: impl Fn(usize) -> (T, u64)) -> Extrema {
+    pub fn fold_run<T: Float>(
+        acc: Extrema,
+        len: usize,
+        get: impl Fn(usize) -> (T, u64),
+    ) -> Extrema {
         if in_f32::<T>() {
-            run(len, |i| {
+            fold(acc, len, |i| {
                 let (x, index) = get(i);
                 (x.to_f32(), index)
             })
         } else {
-            run(len, |i| {
+            fold(acc, len, |i| {
                 let (x, index) = get(i);
                 (x.to_f64(), index)
             })
@@ -94,29 +109,96 @@ impl Extrema {
     }
 }
 
-/// [`Extrema::of_run`] in the float `F`.
+/// The float a run is compared in: f32 or f64.
+trait RunFloat: Copy + PartialEq + PartialOrd + Into<f64> {
+    const INFINITY: Self;
+    const NEG_INFINITY: Self;
+    fn min(self, other: Self) -> Self;
+    fn max(self, other: Self) -> Self;
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! run_float {
+    ($($t:ty),*) => {$(
+        impl RunFloat for $t {
+            const INFINITY: Self = <$t>::INFINITY;
+            const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
+            #[inline(always)]
+            fn min(self, other: Self) -> Self {
+                <$t>::min(self, other)
+            }
+            #[inline(always)]
+            fn max(self, other: Self) -> Self {
+                <$t>::max(self, other)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+        }
+    )*};
+}
+run_float!(f32, f64);
+
+/// The first element of the run equal to `v` (−0.0 and +0.0 are equal), and its index.
 #[inline(always)]
-fn run<F: PartialOrd + Copy + Into<f64>>(len: usize, get: impl Fn(usize) -> (F, u64)) -> Extrema {
-    let (first, index) = get(0);
-    let (mut lo, mut ilo, mut hi, mut ihi) = (first, index, first, index);
-    // Element 0 against itself replaces nothing (equal, or a NaN against a NaN).
+fn first_equal<F: RunFloat>(len: usize, get: &impl Fn(usize) -> (F, u64), v: F) -> (f64, u64) {
+    let (mut value, mut at) = (v, Extrema::NONE);
     crate::each_index!(I < len, {
         let (x, index) = get(I);
-        if replaces(lo, x, |x, y| x < y) {
-            lo = x;
-            ilo = index;
-        }
-        if replaces(hi, x, |x, y| x > y) {
-            hi = x;
-            ihi = index;
+        if at == Extrema::NONE && x == v {
+            (value, at) = (x, index);
         }
     });
-    Extrema {
-        min: lo.into(),
-        max: hi.into(),
-        argmin: ilo,
-        argmax: ihi,
+    (value.into(), at)
+}
+
+/// [`Extrema::fold_run`] in the float `F`.
+#[inline(always)]
+fn fold<F: RunFloat>(acc: Extrema, len: usize, get: impl Fn(usize) -> (F, u64)) -> Extrema {
+    // Values only: `min`/`max` skip NaN, which the flag records.
+    let (mut lo, mut hi, mut nan) = (F::INFINITY, F::NEG_INFINITY, false);
+    crate::each_index!(I < len, {
+        let x = get(I).0;
+        lo = lo.min(x);
+        hi = hi.max(x);
+        nan |= x.is_nan();
+    });
+    let mut out = acc;
+    let empty = acc.argmin == Extrema::NONE;
+    if nan {
+        // The run's first NaN wins both, unless `acc` already holds one (at a smaller index).
+        if empty || !acc.min.is_nan() || !acc.max.is_nan() {
+            let mut at = Extrema::NONE;
+            crate::each_index!(I < len, {
+                let (x, index) = get(I);
+                if at == Extrema::NONE && x.is_nan() {
+                    at = index;
+                }
+            });
+            if empty || !acc.min.is_nan() {
+                (out.min, out.argmin) = (f64::NAN, at);
+            }
+            if empty || !acc.max.is_nan() {
+                (out.max, out.argmax) = (f64::NAN, at);
+            }
+            if empty {
+                return out;
+            }
+        }
+        // NaN already won both sides.
+        if out.min.is_nan() && out.max.is_nan() {
+            return out;
+        }
     }
+    // Strictly beyond `acc` (ties keep `acc`'s smaller index); `acc`'s NaN is beaten by nothing.
+    if empty || (!out.min.is_nan() && lo.into() < out.min) {
+        (out.min, out.argmin) = first_equal(len, &get, lo);
+    }
+    if empty || (!out.max.is_nan() && hi.into() > out.max) {
+        (out.max, out.argmax) = first_equal(len, &get, hi);
+    }
+    out
 }
 
 /// The least and greatest element and their first indices in one read (torch's `aminmax`, with indices).
@@ -148,6 +230,6 @@ impl<T: Float> ReduceOp for MinMax<T> {
     }
     #[inline(always)]
     fn fold_run(acc: Extrema, len: usize, get: impl Fn(usize) -> (T, u64)) -> Extrema {
-        Extrema::merge(acc, Extrema::of_run(len, get))
+        Extrema::fold_run(acc, len, get)
     }
 }

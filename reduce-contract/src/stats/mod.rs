@@ -1,4 +1,4 @@
-//! Statistics in one read of the input, as [`ReduceOp`](crate::op::ReduceOp)s: the operators behind
+//! Statistics in one read of the input, as `ReduceOp`s: the operators behind
 //! `reduce-host`'s `stats`, `var_mean`, `aminmax`, the norms and `logsumexp`, device-wide and per row.
 //!
 //! They are written exactly as a user's operator is, and `kernels-gpu` exports their kernels with the same
@@ -172,6 +172,39 @@ mod tests {
         }
         assert!(f64::from_bits(fold::<AbsMax<f32>>(&xs, 4)).is_nan());
         assert!(fold::<LogSumExp<f32>>(&xs, 4).logsumexp().is_nan());
+    }
+
+    #[test]
+    fn merges_in_any_order_keep_the_smaller_index_of_equal_extremes() {
+        // Threads of a grid-stride loop hold interleaved indices: the later-merged side may hold the
+        // smaller one.
+        let at = |v: f64, i: u64| Extrema {
+            min: v,
+            max: v,
+            argmin: i,
+            argmax: i,
+        };
+        for (a, b) in [
+            (at(1.0, 9), at(1.0, 4)),
+            (at(-0.0, 9), at(0.0, 4)),
+            (at(f64::NAN, 9), at(f64::NAN, 4)),
+        ] {
+            assert_eq!(Extrema::merge(a, b).argmin, 4);
+            assert_eq!(Extrema::merge(b, a).argmax, 4);
+        }
+    }
+
+    #[test]
+    fn infinite_elements_give_ieee_means() {
+        let m = fold::<Welford<f32>>(&[1.0, f32::INFINITY, 2.0, f32::INFINITY], 2);
+        assert_eq!(m.mean, f64::INFINITY);
+        assert!(m.m2.is_nan());
+        for run in [0, 1] {
+            let m = fold::<Welford<f32>>(&[f32::INFINITY], run);
+            assert!(m.mean == f64::INFINITY && m.m2.is_nan());
+        }
+        let m = fold::<Welford<f32>>(&[1.0, f32::NEG_INFINITY, f32::INFINITY], 3);
+        assert!(m.mean.is_nan());
     }
 
     #[test]

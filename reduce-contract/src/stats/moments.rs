@@ -57,7 +57,12 @@ impl Moments {
         let f = b.n / n;
         Moments {
             n,
-            mean: mul_add(delta, f, a.mean),
+            // Equal means stay (two infinite ones too, where `delta` is NaN).
+            mean: if a.mean == b.mean {
+                a.mean
+            } else {
+                mul_add(delta, f, a.mean)
+            },
             m2: mul_add(delta * delta * a.n, f, a.m2 + b.m2),
         }
     }
@@ -73,12 +78,16 @@ impl Moments {
     #[inline(always)]
     pub fn of_run<T: Float>(len: usize, get: impl Fn(usize) -> T) -> Moments {
         let n = len as f64;
+        let mut shift = f32::NAN;
         if in_f32::<T>() {
             let mut sum = 0.0f32;
             crate::each_index!(I < len, {
                 sum += get(I).to_f32();
             });
-            let shift = sum / len as f32;
+            shift = sum / len as f32;
+        }
+        // An infinity (or an f32 sum past f32's range) takes the f64 steps, which give IEEE's mean.
+        if shift.is_finite() {
             let (mut sd, mut sd2) = (0.0f32, 0.0f32);
             crate::each_index!(I < len, {
                 let d = get(I).to_f32() - shift;
@@ -87,7 +96,9 @@ impl Moments {
             });
             // `Σd` only corrects the rounding of `shift`, so `(Σd)² / n` is tiny next to `Σd²`, and f32
             // keeps all of its digits that matter.
-            let m2 = mul_add(-sd, sd / len as f32, sd2).max(0.0);
+            let m2 = mul_add(-sd, sd / len as f32, sd2);
+            // Rounding may leave a tiny negative; a NaN stays.
+            let m2 = if m2 < 0.0 { 0.0 } else { m2 };
             return Moments {
                 n,
                 mean: shift as f64 + sd as f64 / n,
@@ -125,10 +136,14 @@ impl<T: Float> ReduceOp for Welford<T> {
         Moments::default()
     }
     fn lift(x: T, _index: u64) -> Moments {
+        let x = x.to_f64();
+        // `(x − mean)²`: 0, or NaN for an infinity or a NaN (IEEE's two-pass variance of one element).
+        #[allow(clippy::eq_op)]
+        let d = x - x;
         Moments {
             n: 1.0,
-            mean: x.to_f64(),
-            m2: 0.0,
+            mean: x,
+            m2: d * d,
         }
     }
     fn combine(a: Moments, b: Moments) -> Moments {

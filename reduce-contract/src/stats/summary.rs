@@ -51,12 +51,9 @@ impl<T: Float> ReduceOp for Summary<T> {
     }
     #[inline(always)]
     fn fold_run(acc: SummaryAcc, len: usize, get: impl Fn(usize) -> (T, u64)) -> SummaryAcc {
-        Self::combine(
-            acc,
-            SummaryAcc {
-                moments: Moments::of_run(len, |i| get(i).0),
-                extrema: Extrema::of_run(len, get),
-            },
-        )
+        SummaryAcc {
+            moments: Moments::merge(acc.moments, Moments::of_run(len, |i| get(i).0)),
+            extrema: Extrema::fold_run(acc.extrema, len, get),
+        }
     }
 }

@@ -149,16 +149,13 @@ fn near(a: f64, b: f64, rel: f64) -> bool {
 }
 
 /// Times and checks every statistic of `input` (`host` its values widened), as rows of a table.
-fn device_wide<T: StatElement>(
+fn device_wide<T: StatElement + DeviceCopy>(
     bench: &mut Bench,
     input: DeviceView<'_, T>,
     host: &[f64],
     torch: &HashMap<&str, HashMap<u64, f64>>,
     cub: &HashMap<&str, f64>,
-) -> Result<Vec<Row>, BoxError>
-where
-    T: DeviceCopy,
-{
+) -> Result<Vec<Row>, BoxError> {
     let r = reference(host.iter().copied());
     let n = host.len() as u64;
     let name = std::any::type_name::<T>()

@@ -4,9 +4,9 @@
 //! one read, one f32 accumulator), the read ceiling (the bare float4 read kernel of `benches/reduce.rs`, timed
 //! the same way), CUB (`absmax_f32`, `sum_squares_f32`, `welford_f32` of `benches/cub/cub_bench.cu`:
 //! `TransformReduce` of the same map and combine, compiled with `nvcc` at run time) and torch
-//! (`x.abs().max()`, `(x * x).sum()`, `torch.var_mean(x)`). Then `Welford<bf16>` per row of a 4096 × 65536
-//! bf16 matrix (`DeviceSegmentedReduce::reduce_with_async`, rows layout), beside the built-in per-row sum of
-//! the same matrix, the read ceiling of the same bytes and torch `var_mean(dim=1)`.
+//! (`x.abs().max()`, `(x * x).sum()`, `torch.var_mean(x)`). Then `Welford` per row of a 4096 × 65536 bf16
+//! matrix and of an f32 one (`DeviceSegmentedReduce::reduce_with_async`, rows layout), beside the built-in
+//! per-row sum of the same matrix, the read ceiling of the same bytes and torch `var_mean(dim=1)`.
 //!
 //! Reports median device µs (events around each call, a spin kernel ahead, rotating input copies: the
 //! harness of the other benches), CUB time / ours, torch time / ours, the share of the read ceiling
@@ -24,13 +24,17 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
+use cust::memory::DeviceCopy;
 use cust::memory::{CopyDestination, DeviceBuffer};
 use cust::stream::Stream;
-use custom_op::{AbsMaxF32, KERNELS, NormF32, WelfordBf16, WelfordF32, mean_var_close};
-use custom_ops::MeanVar;
+use custom_op::{AbsMaxF32, KERNELS, NormF32, WelfordF32, mean_var_close};
+use custom_ops::{MeanVar, Moments, Welford};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
+use reduce_host::custom::{Float, OpElement};
 use reduce_host::custom::{Kernels, OpAcc, ReduceOp};
-use reduce_host::{BF16, DeviceReduce, DeviceSegmentedReduce, DeviceView, Gpu, Segments, cpu};
+use reduce_host::{
+    BF16, DeviceReduce, DeviceSegmentedReduce, DeviceView, Gpu, Segments, SumElement, cpu,
+};
 use support::BoxError;
 use support::cub::{Cub, CubResult};
 use support::pool::Pool;
@@ -236,7 +240,7 @@ fn run() -> Result<bool, BoxError> {
     // The ceiling of the segmented rows: the read kernel over the same bytes (bf16 → half as many f32).
     let seg_ceiling_n = (seg_n / 2) as u64;
     let mut ceiling_sizes = sizes_u64.clone();
-    ceiling_sizes.push(seg_ceiling_n);
+    ceiling_sizes.extend([seg_ceiling_n, seg_n as u64]);
     let ceiling = cub.run("read_f32", &ceiling_sizes);
     let cub_of: HashMap<&str, HashMap<u64, CubResult>> = [
         "sum_f32",
@@ -259,16 +263,16 @@ fn run() -> Result<bool, BoxError> {
     let torch_norm = torch("sum_squares");
     let torch_var = torch("var_mean");
     let seg_shape = format!("{rows}x{cols}");
-    let torch_rows =
-        match support::torch::run_shapes("rows_var_mean_bf16", std::slice::from_ref(&seg_shape)) {
+    let mut torch_rows =
+        |op: &str| match support::torch::run_shapes(op, std::slice::from_ref(&seg_shape)) {
             Ok(m) => m,
             Err(why) => {
-                notes.push(format!(
-                    "torch column missing for rows_var_mean_bf16: {why}"
-                ));
+                notes.push(format!("torch column missing for {op}: {why}"));
                 HashMap::new()
             }
         };
+    let torch_rows_f32 = torch_rows("rows_var_mean_f32");
+    let torch_rows = torch_rows("rows_var_mean_bf16");
     for (op, results) in &cub_of {
         for (n, c) in results {
             if !c.pass {
@@ -371,12 +375,21 @@ fn run() -> Result<bool, BoxError> {
         md.push_str(&table);
     }
 
-    let table = segmented(
+    let table = segmented::<BF16>(
         &mut bench,
         rows,
         cols,
         ceiling.get(&seg_ceiling_n).map(|c| c.us),
         torch_rows.get(&seg_shape).copied(),
+    )?;
+    print!("{table}");
+    md.push_str(&table);
+    let table = segmented::<f32>(
+        &mut bench,
+        rows,
+        cols,
+        ceiling.get(&(seg_n as u64)).map(|c| c.us),
+        torch_rows_f32.get(&seg_shape).copied(),
     )?;
     print!("{table}");
     md.push_str(&table);
@@ -402,36 +415,63 @@ fn run() -> Result<bool, BoxError> {
     Ok(bench.failures.is_empty())
 }
 
-/// `Welford<bf16>` per row of a `rows × cols` bf16 matrix (rows layout) and the built-in per-row sum of the
+/// An element type of the per-row matrices: its labels, and a value from f32.
+trait Matrix: SumElement<Acc = f32> + Float + DeviceCopy {
+    /// The built-in per-row sum's description.
+    const SUM: &'static str;
+    /// The Welford row's label.
+    const WELFORD: &'static str;
+    fn from_f32(x: f32) -> Self;
+}
+
+impl Matrix for BF16 {
+    const SUM: &'static str = "`DeviceSegmentedReduce::sum_async`, bf16 in, f32 out";
+    const WELFORD: &'static str = "Welford<bf16> per row";
+    fn from_f32(x: f32) -> Self {
+        BF16(half::bf16::from_f32(x))
+    }
+}
+
+impl Matrix for f32 {
+    const SUM: &'static str = "`DeviceSegmentedReduce::sum_async`, f32";
+    const WELFORD: &'static str = "Welford<f32> per row";
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+}
+
+/// `Welford<T>` per row of a `rows × cols` matrix of `T` (rows layout) and the built-in per-row sum of the
 /// same matrix, checked on a few rows against the CPU; their table.
-fn segmented(
+fn segmented<T: Matrix>(
     bench: &mut Bench,
     rows: usize,
     cols: usize,
     ceiling_us: Option<f64>,
     torch_us: Option<f64>,
-) -> Result<String, BoxError> {
+) -> Result<String, BoxError>
+where
+    Welford<T>: ReduceOp<In = T, Acc = Moments, Out = MeanVar>,
+{
     let n = rows * cols;
-    let bytes = n as f64 * 2.0;
-    let copies = bench.min_rotation_bytes.div_ceil(n * 2).clamp(1, 64);
+    let elem = size_of::<T>();
+    let bytes = (n * elem) as f64;
+    let copies = bench.min_rotation_bytes.div_ceil(n * elem).clamp(1, 64);
     let mut rng = SmallRng::seed_from_u64(11);
-    let host: Vec<BF16> = (0..n * copies)
-        .map(|_| BF16(half::bf16::from_f32(rng.random_range(-1.0f32..1.0))))
+    let host: Vec<T> = (0..n * copies)
+        .map(|_| T::from_f32(rng.random_range(-1.0f32..1.0)))
         .collect();
     let input = DeviceBuffer::from_slice(&host)?;
     let window = |k: usize| DeviceView::from(&input).slice(k * n..(k + 1) * n);
     let segments = Segments::rows(rows, cols, cols);
     let mut seg = DeviceSegmentedReduce::with_gpu(&bench.gpu)?;
-    let mut accs = DeviceBuffer::from_slice(&vec![OpAcc(WelfordBf16::identity()); rows])?;
+    let mut accs = DeviceBuffer::from_slice(&vec![OpAcc(Moments::default()); rows])?;
     let mut sums = DeviceBuffer::from_slice(&vec![0.0f32; rows])?;
     let kernels = &bench.kernels;
 
     // SAFETY (both enqueues): the input and the outputs outlive the timing, which synchronizes before it
     // returns.
     let welford_us = timing::time_us(&bench.gpu, &bench.stream, n as u64, copies, &mut |k, s| {
-        unsafe {
-            seg.reduce_with_async::<WelfordBf16>(kernels, window(k), segments, &mut accs, s)?
-        };
+        unsafe { seg.reduce_with_async::<Welford<T>>(kernels, window(k), segments, &mut accs, s)? };
         Ok(())
     })?;
     let sum_us = timing::time_us(&bench.gpu, &bench.stream, n as u64, copies, &mut |k, s| {
@@ -440,20 +480,21 @@ fn segmented(
     })?;
 
     // Check copy 0 on a few rows.
-    seg.reduce_with::<WelfordBf16>(kernels, window(0), segments, &mut accs)?;
+    seg.reduce_with::<Welford<T>>(kernels, window(0), segments, &mut accs)?;
     seg.sum(window(0), segments, &mut sums)?;
-    let mut h_accs = vec![OpAcc(WelfordBf16::identity()); rows];
+    let mut h_accs = vec![OpAcc(Moments::default()); rows];
     let mut h_sums = vec![0.0f32; rows];
     accs.copy_to(&mut h_accs[..])?;
     sums.copy_to(&mut h_sums[..])?;
     for r in [0, rows / 3, rows / 2, rows - 1] {
         let x = &host[r * cols..(r + 1) * cols];
-        let xs = x.iter().map(|v| v.to_f32() as f64);
+        let xs = x.iter().map(|v| v.to_f64());
         let want_mv = mean_var(xs.clone());
-        let g = WelfordBf16::finalize(h_accs[r].0);
+        let g = Welford::<T>::finalize(h_accs[r].0);
         if !mean_var_close(&g, &want_mv) {
             bench.failures.push(format!(
-                "Welford<bf16> row {r} of {rows} × {cols}: {g:?} vs the CPU's {want_mv:?}"
+                "{} row {r} of {rows} × {cols}: {g:?} vs the CPU's {want_mv:?}",
+                T::WELFORD
             ));
         }
         let (want, abs) = (xs.clone().sum::<f64>(), xs.map(f64::abs).sum::<f64>());
@@ -468,7 +509,7 @@ fn segmented(
     let rows_here = [
         Row {
             label: "built-in sum per row",
-            what: "`DeviceSegmentedReduce::sum_async`, bf16 in, f32 out",
+            what: T::SUM,
             us: sum_us,
             bytes,
             cub: None,
@@ -476,7 +517,7 @@ fn segmented(
             builtin_us: None,
         },
         Row {
-            label: "Welford<bf16> per row",
+            label: T::WELFORD,
             what: "`reduce_with_async`, (n, mean, M2) in f64 per row; torch: var_mean(x, dim=1)",
             us: welford_us,
             bytes,
@@ -487,7 +528,8 @@ fn segmented(
     ];
     Ok(table(
         &format!(
-            "{rows} × {cols} bf16, one result per row ({:.0} MB)",
+            "{rows} × {cols} {}, one result per row ({:.0} MB)",
+            <T as OpElement>::NAME,
             bytes / 1e6
         ),
         ceiling_us,

@@ -3,7 +3,7 @@
 //! timed the same way), the built-in sum, torch in the same run (`var_mean`, `aminmax`, `logsumexp`,
 //! `linalg.vector_norm` of order 1, 2 and ∞, and the five separate reductions sum, min, max, argmin, argmax
 //! that `stats` replaces) and CUB's functor reductions where CUB can express them (`TransformReduce` of a
-//! Welford struct, of a square, of an absolute value). Then per row of a 4096 × 65536 bf16 matrix:
+//! Welford struct, of a square, of an absolute value). Then per row of a 4096 × 65536 matrix, bf16 and f32:
 //! `row_var_mean` (LayerNorm), `row_squares` (RMSNorm) and `row_logsumexp`, beside the built-in per-row sum,
 //! the read ceiling and torch's `var_mean(dim=1)`, `mean(x * x, dim=1)` and `logsumexp(dim=1)`.
 //!
@@ -28,7 +28,9 @@ use reduce_host::custom::{OpAcc, ReduceOp};
 use reduce_host::stats::{
     AbsMax, AbsSum, LogSumExp, MinMax, SquareSum, StatElement, Statistic, Summary, Welford,
 };
-use reduce_host::{BF16, DeviceReduce, DeviceSegmentedReduce, DeviceView, F16, Gpu, Segments};
+use reduce_host::{
+    BF16, DeviceReduce, DeviceSegmentedReduce, DeviceView, F16, Gpu, Segments, SumElement,
+};
 use support::BoxError;
 use support::cub::Cub;
 use support::timing;
@@ -371,6 +373,7 @@ fn run() -> Result<bool, BoxError> {
     let mut ceiling_sizes = sizes_u64.clone();
     ceiling_sizes.extend(sizes_u64.iter().map(|n| n / 2));
     ceiling_sizes.push((rows * cols / 2) as u64);
+    ceiling_sizes.push((rows * cols) as u64);
     let ceiling = cub.run("read_f32", &ceiling_sizes);
     let cub_sum = cub.run("sum_f32", &sizes_u64);
     let cub_ops: Vec<(&str, HashMap<u64, support::cub::CubResult>)> =
@@ -401,6 +404,9 @@ fn run() -> Result<bool, BoxError> {
         "rows_var_mean_bf16",
         "rows_mean_square_bf16",
         "rows_logsumexp_bf16",
+        "rows_var_mean_f32",
+        "rows_mean_square_f32",
+        "rows_logsumexp_f32",
     ] {
         match support::torch::run_shapes(op, std::slice::from_ref(&shape)) {
             Ok(m) => {
@@ -494,88 +500,17 @@ fn run() -> Result<bool, BoxError> {
         md.push_str(&t);
     }
 
-    // Per row: a rows × cols bf16 matrix.
+    // Per row: a rows × cols matrix, bf16 (activations) and f32.
     let n = rows * cols;
-    let host: Vec<BF16> = (0..n)
+    let bf: Vec<BF16> = (0..n)
         .map(|_| BF16(half::bf16::from_f32(rng.random_range(-1.0f32..1.0))))
         .collect();
-    let input = DeviceBuffer::from_slice(&host)?;
-    let view = DeviceView::from(&input);
-    let sum_us = {
-        let mut out = DeviceBuffer::from_slice(&vec![0.0f32; rows])?;
-        let seg = &mut bench.seg;
-        let segments = Segments::rows(rows, cols, cols);
-        timing::time_us(&bench.gpu, &bench.stream, n as u64, 1, &mut |_, s| {
-            // SAFETY: `input` and `out` live until the timing function has synchronized.
-            unsafe { seg.sum_async(view, segments, &mut out, s)? };
-            Ok(())
-        })?
-    };
-    let mut per_row = Vec::new();
-    let check_rows = [0, rows / 2, rows - 1];
-    let refs: Vec<Reference> = check_rows
-        .iter()
-        .map(|&r| {
-            reference(
-                host[r * cols..(r + 1) * cols]
-                    .iter()
-                    .map(|x| x.to_f32() as f64),
-            )
-        })
-        .collect();
-    let (us, m) = bench.per_row::<Welford<BF16>>(view, rows, cols)?;
-    for (i, &r) in check_rows.iter().enumerate() {
-        let (got, want) = (m[r], &refs[i]);
-        bench.check(
-            near(got.mean, want.mean, 1e-5) || (got.mean - want.mean).abs() < 1e-7,
-            || format!("row_var_mean row {r}: {got:?}"),
-        );
-        bench.check(near(got.variance(0.0), want.var, 1e-5), || {
-            format!("row_var_mean row {r}: {got:?}")
-        });
-    }
-    let torch_row = |op: &'static str| torch_rows.get(op).copied().flatten().map(|us| (op, us));
-    per_row.push(Row {
-        label: "row_var_mean bf16 (LayerNorm)".into(),
-        us,
-        theirs: torch_row("rows_var_mean_bf16"),
-        cub_us: None,
-    });
-    let (us, sq) = bench.per_row::<SquareSum<BF16>>(view, rows, cols)?;
-    for (i, &r) in check_rows.iter().enumerate() {
-        let want = refs[i].l2 * refs[i].l2 / cols as f64;
-        bench.check(near(sq[r].mean_square(), want, 1e-5), || {
-            format!("row_squares row {r}: {:?}", sq[r])
-        });
-    }
-    per_row.push(Row {
-        label: "row_squares bf16 (RMSNorm)".into(),
-        us,
-        theirs: torch_row("rows_mean_square_bf16"),
-        cub_us: None,
-    });
-    let (us, lse) = bench.per_row::<LogSumExp<BF16>>(view, rows, cols)?;
-    for (i, &r) in check_rows.iter().enumerate() {
-        bench.check(near(lse[r].logsumexp(), refs[i].lse, 1e-5), || {
-            format!("row_logsumexp row {r}: {:?}", lse[r])
-        });
-    }
-    per_row.push(Row {
-        label: "row_logsumexp bf16".into(),
-        us,
-        theirs: torch_row("rows_logsumexp_bf16"),
-        cub_us: None,
-    });
-    let t = table(
-        &format!(
-            "{rows} × {cols} bf16, one result per row ({:.0} MB)",
-            n as f64 * 2e-6
-        ),
-        ceiling.get(&((n / 2) as u64)).map(|c| c.us),
-        n as f64 * 2.0,
-        Some(sum_us),
-        &per_row,
-    );
+    let t = per_row_table(&mut bench, &bf, rows, cols, "bf16", &ceiling, &torch_rows)?;
+    drop(bf);
+    print!("{t}");
+    md.push_str(&t);
+    let xs: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let t = per_row_table(&mut bench, &xs, rows, cols, "f32", &ceiling, &torch_rows)?;
     print!("{t}");
     md.push_str(&t);
 
@@ -595,4 +530,96 @@ fn run() -> Result<bool, BoxError> {
     std::fs::write(dir.join("stats.md"), &md)?;
     println!("\nwrote {}", dir.join("stats.md").display());
     Ok(bench.failures.is_empty())
+}
+
+/// Times and checks `row_var_mean`, `row_squares` and `row_logsumexp` of the `rows × cols` matrix `host`
+/// (`dtype` its element's name), beside the built-in per-row sum and torch's rows; their table.
+fn per_row_table<T: StatElement + SumElement<Acc = f32> + DeviceCopy>(
+    bench: &mut Bench,
+    host: &[T],
+    rows: usize,
+    cols: usize,
+    dtype: &str,
+    ceiling: &HashMap<u64, support::cub::CubResult>,
+    torch_rows: &HashMap<&'static str, Option<f64>>,
+) -> Result<String, BoxError> {
+    let n = rows * cols;
+    let bytes = n * size_of::<T>();
+    let input = DeviceBuffer::from_slice(host)?;
+    let view = DeviceView::from(&input);
+    let sum_us = {
+        let mut out = DeviceBuffer::from_slice(&vec![0.0f32; rows])?;
+        let seg = &mut bench.seg;
+        let segments = Segments::rows(rows, cols, cols);
+        timing::time_us(&bench.gpu, &bench.stream, n as u64, 1, &mut |_, s| {
+            // SAFETY: `input` and `out` live until the timing function has synchronized.
+            unsafe { seg.sum_async(view, segments, &mut out, s)? };
+            Ok(())
+        })?
+    };
+    let check_rows = [0, rows / 2, rows - 1];
+    let refs: Vec<Reference> = check_rows
+        .iter()
+        .map(|&r| reference(host[r * cols..(r + 1) * cols].iter().map(|x| x.to_f64())))
+        .collect();
+    // torch's row for `stat` on this element type, if it ran.
+    let torch_row = |stat: &str| {
+        torch_rows
+            .iter()
+            .find(|(op, _)| **op == format!("{stat}_{dtype}"))
+            .and_then(|(op, us)| us.map(|us| (*op, us)))
+    };
+    let mut per_row = Vec::new();
+    let (us, m) = bench.per_row::<Welford<T>>(view, rows, cols)?;
+    for (i, &r) in check_rows.iter().enumerate() {
+        let (got, want) = (m[r], &refs[i]);
+        bench.check(
+            near(got.mean, want.mean, 1e-5) || (got.mean - want.mean).abs() < 1e-7,
+            || format!("row_var_mean {dtype} row {r}: {got:?}"),
+        );
+        bench.check(near(got.variance(0.0), want.var, 1e-5), || {
+            format!("row_var_mean {dtype} row {r}: {got:?}")
+        });
+    }
+    per_row.push(Row {
+        label: format!("row_var_mean {dtype} (LayerNorm)"),
+        us,
+        theirs: torch_row("rows_var_mean"),
+        cub_us: None,
+    });
+    let (us, sq) = bench.per_row::<SquareSum<T>>(view, rows, cols)?;
+    for (i, &r) in check_rows.iter().enumerate() {
+        let want = refs[i].l2 * refs[i].l2 / cols as f64;
+        bench.check(near(sq[r].mean_square(), want, 1e-5), || {
+            format!("row_squares {dtype} row {r}: {:?}", sq[r])
+        });
+    }
+    per_row.push(Row {
+        label: format!("row_squares {dtype} (RMSNorm)"),
+        us,
+        theirs: torch_row("rows_mean_square"),
+        cub_us: None,
+    });
+    let (us, lse) = bench.per_row::<LogSumExp<T>>(view, rows, cols)?;
+    for (i, &r) in check_rows.iter().enumerate() {
+        bench.check(near(lse[r].logsumexp(), refs[i].lse, 1e-5), || {
+            format!("row_logsumexp {dtype} row {r}: {:?}", lse[r])
+        });
+    }
+    per_row.push(Row {
+        label: format!("row_logsumexp {dtype}"),
+        us,
+        theirs: torch_row("rows_logsumexp"),
+        cub_us: None,
+    });
+    Ok(table(
+        &format!(
+            "{rows} × {cols} {dtype}, one result per row ({:.0} MB)",
+            bytes as f64 * 1e-6
+        ),
+        ceiling.get(&((bytes / 4) as u64)).map(|c| c.us),
+        bytes as f64,
+        Some(sum_us),
+        &per_row,
+    ))
 }

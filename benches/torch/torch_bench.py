@@ -10,7 +10,8 @@ or torch_bench.py <op> <shape> [<shape> ...] with op rows_sum or rows_argmax (`x
 (`torch.segment_reduce` over `ragged<count>`: count segments of lengths splitmix64(i) % 10001, as
 benches/segmented.rs and cub_segmented.cu build them), or rows_var_mean_bf16 (`torch.var_mean(x, dim=1,
 correction=0)` of a rows × cols bfloat16 matrix: benches/custom.rs), rows_mean_square_bf16 (`mean(x * x,
-dim=1, dtype=float32)`, RMSNorm's statistic) or rows_logsumexp_bf16 (`logsumexp(x, dim=1)`).
+dim=1, dtype=float32)`, RMSNorm's statistic) or rows_logsumexp_bf16 (`logsumexp(x, dim=1)`), and the same
+three with `_f32` for an f32 matrix.
 Prints one line per n or shape: torch,<op>,<n or shape>,<median_us>,<gbps>. Method as the CUB comparator: inputs random,
 rotated over copies totalling >= 3x L2, CUDA events around each call, warm-up, median of >= 21 samples.
 GB/s counts the input bytes read (masked_select: input + mask... only the f32 input, as for ours).
@@ -52,11 +53,13 @@ def run_segmented(op, x, extra):
         return x.argmax(dim=1)
     if op == "ragged_sum":
         return torch.segment_reduce(x, "sum", lengths=extra)
-    if op == "rows_var_mean_bf16":
+    # The per-row statistics, of a bf16 or an f32 matrix (the op's suffix).
+    stat = op.removesuffix("_bf16").removesuffix("_f32")
+    if stat == "rows_var_mean":
         return torch.var_mean(x, dim=1, correction=0)
-    if op == "rows_mean_square_bf16":
+    if stat == "rows_mean_square":
         return torch.mean(x * x, dim=1, dtype=torch.float32)
-    if op == "rows_logsumexp_bf16":
+    if stat == "rows_logsumexp":
         return torch.logsumexp(x, dim=1)
     raise SystemExit(f"unknown op {op}")
 

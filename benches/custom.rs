@@ -30,7 +30,7 @@ use cust::stream::Stream;
 use custom_op::{AbsMaxF32, KERNELS, NormF32, WelfordF32, mean_var_close};
 use custom_ops::{MeanVar, Moments, Welford};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
-use reduce_host::custom::{Float, OpElement};
+use reduce_host::custom::{Float, OpElement, Pod};
 use reduce_host::custom::{Kernels, OpAcc, ReduceOp};
 use reduce_host::{
     BF16, DeviceReduce, DeviceSegmentedReduce, DeviceView, Gpu, Segments, SumElement, cpu,
@@ -71,7 +71,10 @@ struct Bench {
 impl Bench {
     /// Median µs of `O` over `n` elements by `reduce_with_async` into an `OpAcc` buffer, and the accumulator
     /// it gave on copy 0 (run once before the timing).
-    fn user<O: ReduceOp<In = f32>>(&mut self, n: usize) -> Result<(f64, O::Acc), BoxError> {
+    fn user<O: ReduceOp<In = f32, Acc: Pod>>(
+        &mut self,
+        n: usize,
+    ) -> Result<(f64, O::Acc), BoxError> {
         let copies = self.pool.copies(n, self.min_rotation_bytes);
         let windows: Vec<DeviceView<'_, f32>> =
             (0..copies).map(|k| self.pool.window(n, k)).collect();

@@ -13,7 +13,7 @@
 //! `reduce-builder` compiles it to PTX and cubins from the host crate's `build.rs`.
 use core::marker::PhantomData;
 
-use reduce_contract::op::ReduceOp;
+use reduce_contract::op::{Pod, ReduceOp};
 
 use crate::op::DeviceOp;
 use crate::shuffle::Shuffle;
@@ -49,8 +49,8 @@ impl<A: Copy> Words<A> {
 }
 
 // SAFETY: `map_words` reads each of the value's `COUNT` words, maps it and writes it back in place, so the
-// identity map rebuilds the same bytes.
-unsafe impl<A: Copy> Shuffle for Words<A> {
+// identity map rebuilds the same bytes; `A` is `Pod`, so every one of those bytes is initialized.
+unsafe impl<A: Pod> Shuffle for Words<A> {
     #[inline(always)]
     fn map_words(self, mut f: impl FnMut(u32) -> u32) -> Self {
         let mut v = self;
@@ -71,7 +71,7 @@ unsafe impl<A: Copy> Shuffle for Words<A> {
 /// kernels run it exactly as they run the built-in operators, with the default warp tree.
 pub struct Custom<R>(PhantomData<R>);
 
-impl<R: ReduceOp> DeviceOp for Custom<R> {
+impl<R: ReduceOp<Acc: Pod>> DeviceOp for Custom<R> {
     type In = R::In;
     type Acc = Words<R::Acc>;
     const DEEP_FOLD: bool = true;

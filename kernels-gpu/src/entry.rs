@@ -10,9 +10,19 @@ use reduce_contract::kernel_name;
 
 use crate::custom::elem;
 
-/// The operator type of a kernel-name operator: [`crate::op::by_word`].
+/// The operator a word of the contract's lists runs: the contract's `ReduceOp` of that word
+/// (`reduce_contract::builtin::by_word`). The five built-ins run with their own `DeviceOp` impls
+/// (`crate::op`: the compact per-segment fold, argmax's value-first exchange and padded stores); any other
+/// word runs as a user's operator does, through [`Custom`](crate::custom::Custom), so a new built-in
+/// operator needs nothing here. `softmax` is the device's fused softmax statistics.
 macro_rules! op_type {
-    ($op:ident $t:ty) => { crate::op::by_word::$op<$t> };
+    (sum $t:ty) => { reduce_contract::builtin::by_word::sum<$t> };
+    (max $t:ty) => { reduce_contract::builtin::by_word::max<$t> };
+    (min $t:ty) => { reduce_contract::builtin::by_word::min<$t> };
+    (argmax $t:ty) => { reduce_contract::builtin::by_word::argmax<$t> };
+    (argmin $t:ty) => { reduce_contract::builtin::by_word::argmin<$t> };
+    (softmax $t:ty) => { crate::softmax::Softmax<$t> };
+    ($op:ident $t:ty) => { crate::custom::Custom<reduce_contract::builtin::by_word::$op<$t>> };
 }
 
 /// The atomic kernel, for sums only.

@@ -2,7 +2,6 @@
 //! in f32 (the accumulator of their sums), so no f16 arithmetic instructions are needed.
 use core::arch::asm;
 
-use crate::op::OrdElement;
 use crate::shuffle::Shuffle;
 
 /// IEEE binary16, as its bits.
@@ -53,32 +52,22 @@ shuffle_16!(F16, BF16);
 /// Sums of 16-bit floats accumulate in f32, as CUB's (the contract's `sum_accumulators!`): the widening is
 /// exact and f32 keeps the rounding error of a long sum far below one 16-bit ulp of the result.
 macro_rules! half_float {
-    ($($t:ident: $neg_inf:literal, $inf:literal;)*) => {$(
+    ($($t:ident),*) => {$(
         impl From<$t> for f32 {
             #[inline(always)]
             fn from(x: $t) -> f32 {
                 x.to_f32()
             }
         }
-
-        /// Compared through f32, which orders them exactly as their own IEEE order would.
-        impl OrdElement for $t {
-            const LOWEST: Self = $t($neg_inf);
-            const HIGHEST: Self = $t($inf);
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                self.to_f32().is_nan()
-            }
-            #[inline(always)]
-            fn lt(self, other: Self) -> bool {
-                self.to_f32() < other.to_f32()
-            }
-        }
     )*};
 }
-half_float! {
-    F16: 0xfc00, 0x7c00;
-    BF16: 0xff80, 0x7f80;
+half_float!(F16, BF16);
+
+// The built-in operators' traits: summed in f32, compared through f32 (which orders them exactly as their
+// own IEEE order would).
+reduce_contract::summable_halves! {
+    F16: F16(0xfc00), F16(0x7c00);
+    BF16: BF16(0xff80), BF16(0x7f80);
 }
 
 /// The contract's element names and widening, so an operator generic over its element (one definition for

@@ -8,7 +8,7 @@
 //! | [`shuffle`] | `shfl.sync` on words, and [`Shuffle`](shuffle::Shuffle): any value crossing lanes word by word |
 //! | [`half`] | f16/bf16 as bit patterns with exact widening to f32 |
 //! | [`custom`] | a user's [`ReduceOp`] in the generic kernels, and [`export_reduce!`], which exports them |
-//! | [`op`] | the reduction operators (`Sum`, `Max`, `Min`, `ArgMax`, `ArgMin`) as types |
+//! | [`op`] | [`DeviceOp`](op::DeviceOp), what the bodies run: the contract's built-in `ReduceOp`s (`Sum`, `Max`, `Min`, `ArgMax`, `ArgMin`) with their device hooks |
 //! | [`warp`] | votes, lane masks and the warp reduction over any operator |
 //! | [`tile`] | cooperative-groups style tiles of 32/16/8/4 lanes: shuffles, votes, reduce, scans |
 //! | [`block`] | block reduction: warp shuffle → shared memory → warp shuffle |

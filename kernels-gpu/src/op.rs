@@ -1,17 +1,20 @@
 //! Reduction operators as types, as the kernel bodies run them.
 //!
-//! [`DeviceOp`] is what every generic kernel body is written against. A user's operator is a
-//! [`ReduceOp`](reduce_contract::op::ReduceOp) (pure Rust, shared with the host) and runs as
-//! [`Custom<R>`](crate::custom::Custom), which forwards to it; the built-in operators here implement
-//! `DeviceOp` directly, because their fast paths (argmax's value-first warp exchange and run scan, its
-//! padded stores) use device instructions a host-side trait cannot name. Both kinds go through the same
-//! kernel bodies and the same exported-kernel shape.
+//! [`DeviceOp`] is what every generic kernel body is written against. Every operator is a
+//! [`ReduceOp`] (pure Rust, shared with the host): a user's runs as
+//! [`Custom<R>`](crate::custom::Custom), which forwards to it with the default hooks; the built-in `sum`,
+//! `max`, `min`, `argmax` and `argmin` are the contract's [`reduce_contract::builtin`] operators, and their
+//! `DeviceOp` impls here forward to those definitions too, adding only the hooks that use device
+//! instructions a host-side trait cannot name (argmax's value-first warp exchange, its padded stores).
+//! Both kinds go through the same kernel bodies and the same exported-kernel shape.
 //!
 //! An operator names its input element, its accumulator, the identity and the combine step. The law every
 //! operator obeys: `combine(identity(), x) == combine(x, identity()) == x` for every accumulator `x` that
 //! [`DeviceOp::lift`] can produce, and `combine` is associative up to floating-point rounding. The kernels
 //! write the accumulator itself as the result, so the host reads back an `Acc`.
 use core::marker::PhantomData;
+
+use reduce_contract::op::ReduceOp;
 
 use crate::arch;
 use crate::shuffle::{Shuffle, shfl_idx, shfl_xor};
@@ -87,202 +90,39 @@ pub trait DeviceOp {
     }
 }
 
-/// The built-in operators by the words the contract's lists spell them with (`reduce_pairs!`:
-/// `sum f32, argmax bf16, …`), so `entry.rs` instantiates every kernel from those lists without a table of
-/// its own. A new operator is its type in this file and its word here.
-#[allow(non_camel_case_types)]
-pub mod by_word {
-    /// [`Sum`](super::Sum).
-    pub type sum<T> = super::Sum<T>;
-    /// [`Max`](super::Max).
-    pub type max<T> = super::Max<T>;
-    /// [`Min`](super::Min).
-    pub type min<T> = super::Min<T>;
-    /// [`ArgMax`](super::ArgMax).
-    pub type argmax<T> = super::ArgMax<T>;
-    /// [`ArgMin`](super::ArgMin).
-    pub type argmin<T> = super::ArgMin<T>;
-    /// [`Softmax`](crate::softmax::Softmax), the fused softmax statistics.
-    pub type softmax<T> = crate::softmax::Softmax<T>;
-}
+pub use reduce_contract::builtin::{
+    ArgExtreme, ArgMax, ArgMin, Direction, Extreme, Greatest, Least, Max, Min, Ordered, Sum,
+    SumAcc, Summable, choose,
+};
 
-/// A sum's running value. Floats add with IEEE rounding; integers add modulo 2^64 (two's complement
-/// wrapping), which is associative, so an integer sum is exact modulo 2^64 and the same for every combine
-/// order, atomics included.
-pub trait Accumulator: Shuffle {
-    /// The neutral element.
-    const ZERO: Self;
-    /// `self + other`, wrapping for integers.
-    fn add(self, other: Self) -> Self;
-}
+/// A sum's running value that can cross lanes: the contract's [`SumAcc`] (IEEE adds for floats, wrapping
+/// adds for integers) of a [`Shuffle`] type.
+pub trait Accumulator: SumAcc + Shuffle {}
+impl<A: SumAcc + Shuffle> Accumulator for A {}
 
-macro_rules! accumulator {
-    ($($t:ty: $zero:expr, |$a:ident, $b:ident| $add:expr;)*) => {$(
-        impl Accumulator for $t {
-            const ZERO: Self = $zero;
-            #[inline(always)]
-            fn add(self, other: Self) -> Self {
-                let ($a, $b) = (self, other);
-                $add
-            }
-        }
-    )*};
-}
-accumulator! {
-    f32: 0.0, |a, b| a + b;
-    f64: 0.0, |a, b| a + b;
-    u32: 0, |a, b| a.wrapping_add(b);
-    i64: 0, |a, b| a.wrapping_add(b);
-    u64: 0, |a, b| a.wrapping_add(b);
-}
+/// Elements that can be summed on the device: the contract's [`Summable`] (f32 for f32 and f16/bf16, f64
+/// for f64, i64/u64 for the integers) with an accumulator that crosses lanes.
+pub trait SumElement: Summable<Acc: Accumulator> {}
+impl<T: Summable<Acc: Accumulator>> SumElement for T {}
 
-/// Elements that can be summed, with the type their sum is accumulated and returned in.
-pub trait SumElement: Copy {
-    /// Accumulator: f32 for f32 (as CUB) and for f16/bf16, f64 for f64, i64/u64 for signed/unsigned integers.
-    type Acc: Accumulator;
-    /// Widens one element (exactly).
-    fn widen(self) -> Self::Acc;
-}
-
-/// One impl per line of the contract's table of sum accumulators, widening by `From` (exact: the
-/// integers' sign or zero extension, and the 16-bit floats' conversions in [`crate::half`]).
-macro_rules! sum_elements {
-    ($($t:ident $acc:ident),*) => {$(
-        impl SumElement for crate::custom::elem::$t {
-            type Acc = $acc;
-            #[inline(always)]
-            fn widen(self) -> $acc {
-                <$acc>::from(self)
-            }
-        }
-    )*};
-}
-reduce_contract::sum_accumulators!(sum_elements);
-
-/// Elements with an order for max/min/argmax/argmin. Floats (16-bit ones through f32) order by IEEE
-/// comparison, with NaN handled by the operators (it wins), so -0.0 and +0.0 compare equal.
-pub trait OrdElement: Shuffle {
-    /// The least value (−∞ for floats, `MIN` for integers): identity of max.
-    const LOWEST: Self;
-    /// The greatest value (+∞ for floats, `MAX` for integers): identity of min.
-    const HIGHEST: Self;
-    /// Whether this is a NaN (always false for integers).
-    fn is_nan(self) -> bool;
-    /// `self < other` by IEEE or integer order.
-    fn lt(self, other: Self) -> bool;
-
-    /// The better of `a` and `b` by `D`, a NaN winning; either one when they are equal. Floats may override
-    /// this with a single NaN-propagating `max`/`min` instruction.
-    #[inline(always)]
-    fn pick<D: Direction>(a: Self, b: Self) -> Self {
-        if b.is_nan() || (!a.is_nan() && D::better(b, a)) {
-            b
-        } else {
-            a
-        }
-    }
-
-    /// Equal by IEEE or integer order, or both NaN.
-    #[inline(always)]
-    fn same(self, other: Self) -> bool {
-        let (a_nan, b_nan) = (self.is_nan(), other.is_nan());
-        if a_nan || b_nan {
-            a_nan && b_nan
-        } else {
-            !self.lt(other) && !other.lt(self)
-        }
-    }
-}
-
-macro_rules! ord_float {
-    ($($t:ty),*) => {$(
-        impl OrdElement for $t {
-            const LOWEST: Self = <$t>::NEG_INFINITY;
-            const HIGHEST: Self = <$t>::INFINITY;
-            #[inline(always)]
-            fn is_nan(self) -> bool { self != self }
-            #[inline(always)]
-            fn lt(self, other: Self) -> bool { self < other }
-            /// IEEE 754-2019 maximum/minimum: NaN-propagating, one `max.NaN`/`min.NaN` on sm_80+.
-            #[inline(always)]
-            fn pick<D: Direction>(a: Self, b: Self) -> Self {
-                if D::GREATEST { a.maximum(b) } else { a.minimum(b) }
-            }
-        }
-    )*};
-}
-ord_float!(f32, f64);
-
-macro_rules! ord_int {
-    ($($t:ty),*) => {$(
-        impl OrdElement for $t {
-            const LOWEST: Self = <$t>::MIN;
-            const HIGHEST: Self = <$t>::MAX;
-            #[inline(always)]
-            fn is_nan(self) -> bool { false }
-            #[inline(always)]
-            fn lt(self, other: Self) -> bool { self < other }
-        }
-    )*};
-}
-ord_int!(i32, u32, i64, u64, u8);
-
-/// Which end of the order an extremum operator seeks.
-pub trait Direction {
-    /// True for [`Greatest`].
-    const GREATEST: bool;
-    /// True when `a` is strictly better than `b` (greater for max, less for min).
-    fn better<T: OrdElement>(a: T, b: T) -> bool;
-    /// The worst value, the identity.
-    fn worst<T: OrdElement>() -> T;
-}
-
-/// Seek the greatest value.
-pub struct Greatest;
-/// Seek the least value.
-pub struct Least;
-
-impl Direction for Greatest {
-    const GREATEST: bool = true;
-    #[inline(always)]
-    fn better<T: OrdElement>(a: T, b: T) -> bool {
-        b.lt(a)
-    }
-    #[inline(always)]
-    fn worst<T: OrdElement>() -> T {
-        T::LOWEST
-    }
-}
-
-impl Direction for Least {
-    const GREATEST: bool = false;
-    #[inline(always)]
-    fn better<T: OrdElement>(a: T, b: T) -> bool {
-        a.lt(b)
-    }
-    #[inline(always)]
-    fn worst<T: OrdElement>() -> T {
-        T::HIGHEST
-    }
-}
-
-/// Sum of `T`, accumulated in [`SumElement::Acc`].
-pub struct Sum<T>(PhantomData<T>);
+/// Elements with an order on the device: the contract's [`Ordered`], of a [`Shuffle`] type.
+pub trait OrdElement: Ordered + Shuffle {}
+impl<T: Ordered + Shuffle> OrdElement for T {}
 
 impl<T: SumElement> DeviceOp for Sum<T> {
     type In = T;
     type Acc = T::Acc;
     #[inline(always)]
     fn identity() -> T::Acc {
-        T::Acc::ZERO
+        <Self as ReduceOp>::identity()
     }
     #[inline(always)]
-    fn lift(x: T, _: u64) -> T::Acc {
-        x.widen()
+    fn lift(x: T, index: u64) -> T::Acc {
+        <Self as ReduceOp>::lift(x, index)
     }
     #[inline(always)]
     fn combine(a: T::Acc, b: T::Acc) -> T::Acc {
-        a.add(b)
+        <Self as ReduceOp>::combine(a, b)
     }
 }
 
@@ -307,27 +147,20 @@ impl<T: Accumulator> DeviceOp for Plus<T> {
     }
 }
 
-/// Max or min of `T` (by `D`); a NaN anywhere makes the result NaN.
-pub struct Extreme<T, D>(PhantomData<(T, D)>);
-/// Greatest element.
-pub type Max<T> = Extreme<T, Greatest>;
-/// Least element.
-pub type Min<T> = Extreme<T, Least>;
-
 impl<T: OrdElement, D: Direction> DeviceOp for Extreme<T, D> {
     type In = T;
     type Acc = T;
     #[inline(always)]
     fn identity() -> T {
-        D::worst()
+        <Self as ReduceOp>::identity()
     }
     #[inline(always)]
-    fn lift(x: T, _: u64) -> T {
-        x
+    fn lift(x: T, index: u64) -> T {
+        <Self as ReduceOp>::lift(x, index)
     }
     #[inline(always)]
     fn combine(a: T, b: T) -> T {
-        T::pick::<D>(a, b)
+        <Self as ReduceOp>::combine(a, b)
     }
 }
 
@@ -346,49 +179,26 @@ unsafe impl<T: Shuffle> Shuffle for Indexed<T> {
     }
 }
 
-/// The argmax/argmin rule, written once and used at thread, warp, block and grid level: a NaN beats any
-/// number, a better value beats a worse one, and equal values (including -0.0 against +0.0, and NaN against
-/// NaN) go to the smaller index.
-#[inline(always)]
-pub fn choose<T: OrdElement, D: Direction>(a: Indexed<T>, b: Indexed<T>) -> Indexed<T> {
-    let (a_nan, b_nan) = (a.value.is_nan(), b.value.is_nan());
-    let b_wins = if a_nan != b_nan {
-        b_nan
-    } else if !a_nan && D::better(b.value, a.value) {
-        true
-    } else if !a_nan && D::better(a.value, b.value) {
-        false
-    } else {
-        b.index < a.index
-    };
-    if b_wins { b } else { a }
-}
-
-/// Index and value of the best element by `D`, ties to the smallest index.
-pub struct ArgExtreme<T, D>(PhantomData<(T, D)>);
-/// Index of the greatest element (first one on ties; first NaN if any).
-pub type ArgMax<T> = ArgExtreme<T, Greatest>;
-/// Index of the least element (first one on ties; first NaN if any).
-pub type ArgMin<T> = ArgExtreme<T, Least>;
-
+/// The contract's definition (identity, lift, the argmax rule [`choose`], the value-first run fold), with
+/// the two device hooks.
 impl<T: OrdElement, D: Direction> DeviceOp for ArgExtreme<T, D> {
     type In = T;
     type Acc = Indexed<T>;
-    /// The worst value at index `u64::MAX`, so any real element beats or ties it and wins on index.
     #[inline(always)]
     fn identity() -> Indexed<T> {
-        Indexed {
-            value: D::worst(),
-            index: u64::MAX,
-        }
+        <Self as ReduceOp>::identity()
     }
     #[inline(always)]
     fn lift(x: T, index: u64) -> Indexed<T> {
-        Indexed { value: x, index }
+        <Self as ReduceOp>::lift(x, index)
     }
     #[inline(always)]
     fn combine(a: Indexed<T>, b: Indexed<T>) -> Indexed<T> {
-        choose::<T, D>(a, b)
+        <Self as ReduceOp>::combine(a, b)
+    }
+    #[inline(always)]
+    fn fold_run(acc: Indexed<T>, len: usize, get: impl Fn(usize) -> (T, u64)) -> Indexed<T> {
+        <Self as ReduceOp>::fold_run(acc, len, get)
     }
 
     /// Two 8-byte stores: the value's bits zero-extended, then the index. A plain store leaves the padding
@@ -412,48 +222,6 @@ impl<T: OrdElement, D: Direction> DeviceOp for ArgExtreme<T, D> {
             q.write(bits);
             q.add(1).write(v.index);
         }
-    }
-
-    /// Values first, indices only when needed: the run's best value by a NaN-propagating tree (one
-    /// instruction per element for floats), and only if it beats `acc` (strictly: ties keep the earlier
-    /// index, which `acc` holds) a scan for the first element equal to it. On most data the running best
-    /// stops changing early, so the scan is rare on large inputs; on small ones every thread's first run
-    /// scans, so that first scan is branch-free.
-    #[inline(always)]
-    fn fold_run(acc: Indexed<T>, len: usize, get: impl Fn(usize) -> (T, u64)) -> Indexed<T> {
-        let mut tree = [D::worst::<T>(); 64];
-        each_index!(I < len, {
-            tree[I] = get(I).0;
-        });
-        pairwise_tree!(tree, len, T::pick::<D>);
-        let best = tree[0];
-        let wins = acc.index == u64::MAX
-            || (!acc.value.is_nan() && (best.is_nan() || D::better(best, acc.value)));
-        if !wins {
-            return acc;
-        }
-        if acc.index == u64::MAX {
-            // A thread's first run always scans, so every lane of a warp does: a backward pass of selects,
-            // without branches. (An early exit per element let the lanes leave at different elements; ncu
-            // at 2^16, where each thread has one run: 22 of 32 lanes active.)
-            let mut first = acc;
-            each_index!(I < len, {
-                let (x, index) = get(len - 1 - I);
-                if x.same(best) {
-                    first = Indexed { value: x, index };
-                }
-            });
-            return first;
-        }
-        // Later runs scan rarely, and then in a few lanes: an early exit per element does the least work
-        // (the backward pass here cost 1–3 % at 2^26–2^28).
-        each_index!(I < len, {
-            let (x, index) = get(I);
-            if x.same(best) {
-                return Indexed { value: x, index };
-            }
-        });
-        acc
     }
 
     /// Values first, then indices, then one value: a butterfly of one-word `pick`s gives every lane the

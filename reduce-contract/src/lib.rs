@@ -4,6 +4,7 @@
 //! | module | what both sides take from it |
 //! |---|---|
 //! | [`op`] | [`ReduceOp`], the operator a user brings, and the [`Element`] names of its inputs |
+//! | [`builtin`] | the built-in `sum`, `max`, `min`, `argmax` and `argmin`, written as [`ReduceOp`]s |
 //! | [`kernels`] | every kernel as a type ([`Kernel`], [`Takes`]): its module, its slot, its name and its parameters |
 //! | [`params`] | one `#[repr(C)]` parameter struct per kernel family: each kernel takes one by value |
 //! | [`math`] | `mul_add`, one rounding on the GPU, for operators' inner loops |
@@ -17,13 +18,14 @@
 //! The host's build script splits the compiled PTX by [`Module::all`] and refuses a build in which an
 //! entry is in no module, or a module's kernel is missing.
 #![no_std]
-// The GPU build (nightly) fuses `math::mul_add`; the host build stays on stable.
+// The GPU build (nightly) fuses `math::mul_add` and has IEEE `maximum`; the host build stays on stable.
 #![cfg_attr(
     target_arch = "nvptx64",
-    feature(core_float_math, asm_experimental_arch)
+    feature(core_float_math, asm_experimental_arch, float_minimum_maximum)
 )]
 #![warn(missing_docs)]
 
+pub mod builtin;
 pub mod kernels;
 pub mod layout;
 pub mod math;

@@ -119,14 +119,17 @@ unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}
 /// # Requirements the device adds
 /// - `In` is one of the library's element types (f32, f64, f16, bf16, i32, u32, i64, u64, u8): the kernels
 ///   read it with 16-byte vector loads.
-/// - `Acc` is plain data whose size is a multiple of 4 bytes, at most 64 bytes (it crosses lanes as 32-bit
-///   words, and each warp parks one in shared memory). `kernels-gpu`'s `export_reduce!` checks both when it
-///   compiles.
+/// - `Acc` is [`Pod`] (plain data) whose size is a multiple of 4 bytes, at most 64 bytes (it crosses lanes as
+///   32-bit words, and each warp parks one in shared memory). `kernels-gpu`'s `export_reduce!` checks all
+///   three when it compiles.
 pub trait ReduceOp: 'static {
     /// The element read from memory.
     type In: Element;
-    /// The running value, written by the kernels as the result of the `*_async` calls.
-    type Acc: Pod;
+    /// The running value, written by the kernels as the result of the `*_async` calls. The kernels of
+    /// `export_reduce!` and the host's `reduce_with` move it as 32-bit words, so for them it must be [`Pod`]
+    /// (they require it). Only the built-in argmax's [`Indexed`](crate::Indexed), which has padding, is
+    /// moved field by field by its own device code instead.
+    type Acc: Copy + 'static;
     /// What the blocking calls return: [`finalize`](Self::finalize) of the accumulator.
     type Out;
     /// The operator's part of its kernels' names, `reduce_partials_<NAME>_<element>`: lower case, digits and

@@ -3,7 +3,10 @@
 //! built-in reductions (combine strategies, dependent launch, views and their checks, cudarc streams,
 //! blocking and `*_async` calls, 64-bit lengths, any offset, and the three segment layouts).
 //!
-//! In `build.rs` (with `reduce-builder` as a build dependency):
+//! The two snippets below are not compiled as doctests: the first is a build script (it needs
+//! `reduce-builder` and a kernel crate at `kernels/`), the second needs the `OUT_DIR` that build script
+//! writes. `examples/custom-op` is the whole of it, built and run in CI. In `build.rs` (with
+//! `reduce-builder` as a build dependency):
 //!
 //! ```ignore
 //! fn main() -> Result<(), reduce_builder::Error> {
@@ -365,7 +368,7 @@ impl DeviceReduce {
     /// [`O::finalize`](ReduceOp::finalize) of the result (of the identity for an empty input). Runs on the
     /// handle's stream and waits, as [`sum`](Self::sum) does; the combine strategy is the handle's
     /// ([`Combine::Atomic`](crate::Combine::Atomic) is for the built-in sums only).
-    pub fn reduce_with<'a, O: ReduceOp>(
+    pub fn reduce_with<'a, O: ReduceOp<Acc: Pod>>(
         &mut self,
         kernels: &Kernels,
         input: impl Into<DeviceView<'a, O::In>>,
@@ -383,7 +386,7 @@ impl DeviceReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn reduce_with_async<'s, 'a, 'b, O: ReduceOp>(
+    pub unsafe fn reduce_with_async<'s, 'a, 'b, O: ReduceOp<Acc: Pod>>(
         &mut self,
         kernels: &Kernels,
         input: impl Into<DeviceView<'a, O::In>>,
@@ -402,7 +405,7 @@ impl DeviceSegmentedReduce {
     /// Writes the accumulator of each segment by your operator `O` to `out[s]` and waits (an empty segment
     /// gives [`O::identity`](ReduceOp::identity)); [`O::finalize`](ReduceOp::finalize) turns each into its
     /// result. The `index` each element is lifted with is its position within its segment.
-    pub fn reduce_with<'a, 'b, O: ReduceOp>(
+    pub fn reduce_with<'a, 'b, O: ReduceOp<Acc: Pod>>(
         &mut self,
         kernels: &Kernels,
         input: impl Into<DeviceView<'a, O::In>>,
@@ -421,7 +424,7 @@ impl DeviceSegmentedReduce {
     ///
     /// # Safety
     /// As [`sum_async`](Self::sum_async).
-    pub unsafe fn reduce_with_async<'s, 'a, 'b, O: ReduceOp>(
+    pub unsafe fn reduce_with_async<'s, 'a, 'b, O: ReduceOp<Acc: Pod>>(
         &mut self,
         kernels: &Kernels,
         input: impl Into<DeviceView<'a, O::In>>,

@@ -7,7 +7,7 @@ use custom_ops::{AbsMax, MeanVar, Moments, Outside, SumSquares, Welford};
 use reduce_host::DeviceSelect;
 use reduce_host::cust::memory::DeviceBuffer;
 use reduce_host::cust::stream::{Stream, StreamFlags};
-use reduce_host::custom::{Float, Kernels, OpAcc, ReduceOp, SelectOp};
+use reduce_host::custom::{Float, Kernels, OpAcc, Pod, ReduceOp, SelectOp};
 use reduce_host::{BF16, Combine, DeviceReduce, DeviceSegmentedReduce, DeviceView, Error, F16};
 use reduce_host::{Segments, StreamRef};
 
@@ -59,7 +59,7 @@ fn open() -> (DeviceReduce, Kernels) {
 
 /// Checks `O` on every offset 0–15 and every length of [`LENGTHS`] against the CPU fold, with `same` comparing
 /// the finalized results.
-fn sweep<O: ReduceOp>(xs: &[O::In], same: impl Fn(&O::Out, &O::Out) -> bool)
+fn sweep<O: ReduceOp<Acc: Pod>>(xs: &[O::In], same: impl Fn(&O::Out, &O::Out) -> bool)
 where
     O::In: reduce_host::Element,
     O::Out: std::fmt::Debug,

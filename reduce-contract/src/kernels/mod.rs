@@ -107,11 +107,13 @@ macro_rules! kernel_name {
 /// by element in [`Elem`] order, operators in [`Op`] order (the order of [`Module::index`]).
 ///
 /// A new built-in operator, for every type, device-wide and per segment, is five places: its [`Op`] key
-/// (`keys.rs`); its pairs here; its device type and its word in `kernels-gpu`'s `op.rs` (`op::by_word`),
-/// from which `entry.rs` generates its kernels; its method on `DeviceReduce` (`reduce.rs`); and its method
-/// on `DeviceSegmentedReduce` (`segmented.rs`). The module tables, kernel names, slots and the host's
-/// launch types follow from the key. (An operator over a new class of elements also adds a bound in
-/// `reduce-host`'s `element.rs`.)
+/// (`keys.rs`); its pairs here; its [`ReduceOp`](crate::op::ReduceOp) and its word in
+/// [`builtin`](crate::builtin) (`builtin::by_word`), from which `kernels-gpu`'s `entry.rs` generates its
+/// kernels (running it as it runs a user's operator); its method on `DeviceReduce` (`reduce.rs`); and its
+/// method on `DeviceSegmentedReduce` (`segmented.rs`). The module tables, kernel names, slots and the
+/// host's launch types follow from the key. (An operator over a new class of elements also adds a bound in
+/// `reduce-host`'s `element.rs`; one that needs device hooks, as argmax does, a `DeviceOp` impl in
+/// `kernels-gpu`'s `op.rs` and its word in `entry.rs`'s `op_type!`.)
 #[macro_export]
 macro_rules! reduce_pairs {
     ($cb:ident) => {

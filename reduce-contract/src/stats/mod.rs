@@ -36,7 +36,7 @@ pub use summary::{Summary, SummaryAcc};
 
 /// A statistic built into the library's images: its key names its module (`stat_<word>_<element>`),
 /// whose kernels `kernels-gpu` exports under the operator's [`ReduceOp::NAME`], which is the key's word.
-pub trait Statistic: ReduceOp {
+pub trait Statistic: ReduceOp<Acc: crate::op::Pod> {
     /// Which statistic.
     const STAT: Stat;
 }

@@ -113,32 +113,81 @@ impl Extrema {
 trait RunFloat: Copy + PartialEq + PartialOrd + Into<f64> {
     const INFINITY: Self;
     const NEG_INFINITY: Self;
-    fn min(self, other: Self) -> Self;
-    fn max(self, other: Self) -> Self;
+    /// IEEE 754-2019 `minimum`: NaN if either is NaN (so a run's NaN needs no test of its own), −0.0
+    /// below +0.0. One `min.NaN.f32` on the GPU.
+    fn minimum(self, other: Self) -> Self;
+    /// IEEE 754-2019 `maximum`, as [`minimum`](Self::minimum).
+    fn maximum(self, other: Self) -> Self;
     fn is_nan(self) -> bool;
 }
 
-macro_rules! run_float {
-    ($($t:ty),*) => {$(
-        impl RunFloat for $t {
-            const INFINITY: Self = <$t>::INFINITY;
-            const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
-            #[inline(always)]
-            fn min(self, other: Self) -> Self {
-                <$t>::min(self, other)
+/// `minimum`/`maximum` written out: what the GPU's f64 (which has no `.NaN` form) and the host run.
+macro_rules! nan_propagating {
+    ($t:ty, $a:ident, $b:ident, $less:expr) => {{
+        if $a.is_nan() || $b.is_nan() {
+            <$t>::NAN
+        } else if $a == $b {
+            // ±0: the sign decides; equal numbers otherwise have the same bits.
+            if $less == $a.is_sign_negative() {
+                $a
+            } else {
+                $b
             }
-            #[inline(always)]
-            fn max(self, other: Self) -> Self {
-                <$t>::max(self, other)
-            }
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                <$t>::is_nan(self)
-            }
+        } else if ($a < $b) == $less {
+            $a
+        } else {
+            $b
         }
-    )*};
+    }};
 }
-run_float!(f32, f64);
+
+impl RunFloat for f32 {
+    const INFINITY: Self = f32::INFINITY;
+    const NEG_INFINITY: Self = f32::NEG_INFINITY;
+    #[inline(always)]
+    fn minimum(self, other: Self) -> Self {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            f32::minimum(self, other)
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            nan_propagating!(f32, self, other, true)
+        }
+    }
+    #[inline(always)]
+    fn maximum(self, other: Self) -> Self {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            f32::maximum(self, other)
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            nan_propagating!(f32, self, other, false)
+        }
+    }
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+}
+
+impl RunFloat for f64 {
+    const INFINITY: Self = f64::INFINITY;
+    const NEG_INFINITY: Self = f64::NEG_INFINITY;
+    #[inline(always)]
+    fn minimum(self, other: Self) -> Self {
+        nan_propagating!(f64, self, other, true)
+    }
+    #[inline(always)]
+    fn maximum(self, other: Self) -> Self {
+        nan_propagating!(f64, self, other, false)
+    }
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
+    }
+}
 
 /// The first element of the run equal to `v` (−0.0 and +0.0 are equal), and its index.
 #[inline(always)]
@@ -156,14 +205,14 @@ fn first_equal<F: RunFloat>(len: usize, get: &impl Fn(usize) -> (F, u64), v: F) 
 /// [`Extrema::fold_run`] in the float `F`.
 #[inline(always)]
 fn fold<F: RunFloat>(acc: Extrema, len: usize, get: impl Fn(usize) -> (F, u64)) -> Extrema {
-    // Values only: `min`/`max` skip NaN, which the flag records.
-    let (mut lo, mut hi, mut nan) = (F::INFINITY, F::NEG_INFINITY, false);
+    // Values only; a NaN makes both NaN.
+    let (mut lo, mut hi) = (F::INFINITY, F::NEG_INFINITY);
     crate::each_index!(I < len, {
         let x = get(I).0;
-        lo = lo.min(x);
-        hi = hi.max(x);
-        nan |= x.is_nan();
+        lo = lo.minimum(x);
+        hi = hi.maximum(x);
     });
+    let nan = lo.is_nan();
     let mut out = acc;
     let empty = acc.argmin == Extrema::NONE;
     if nan {

@@ -158,9 +158,34 @@ fn piece(ptx: &Ptx, m: Module) -> String {
 }
 
 /// Assembles every module of `ptx` into a cubin for sm_`gpu`, on all cores.
+///
+/// A module whose PTX and ptxas are those of the cubin already in `cubin-sm<gpu>/` keeps that cubin: a
+/// rerun of this script (a changed kernel source, the one rerun after an install) assembles only the modules
+/// whose machine code can differ, not all of them for every arch (minutes on two cores).
 fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<Vec<u8>> {
     let dir = out.join(format!("cubin-sm{gpu}"));
     std::fs::create_dir_all(&dir).expect("create the cubin folder");
+    let args = [
+        format!("-arch=sm_{gpu}"),
+        "-O3".to_owned(),
+        // Spills and local memory fail the build: every kernel keeps its state in registers.
+        "--warn-on-spills".to_owned(),
+        "--warn-on-local-memory-usage".to_owned(),
+        "--warning-as-error".to_owned(),
+    ];
+    // Which ptxas, run how: a cached cubin counts only if this matches the one it was made with.
+    let stamp = dir.join("ptxas.id");
+    let id = ptxas_id(ptxas, &args);
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(id.as_str()) {
+        // Another ptxas: nothing here is reusable. The id is written back once every module assembled.
+        let _ = std::fs::remove_file(&stamp);
+        for entry in std::fs::read_dir(&dir)
+            .expect("list the cubin folder")
+            .flatten()
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
     let specs: Vec<Module> = Module::all().collect();
     let results: Vec<Mutex<Option<Vec<u8>>>> = specs.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
@@ -171,35 +196,45 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&m) = specs.get(i) else { break };
+                    let text = piece(ptx, m);
+                    // `<m>.ptx` and `<m>.cubin` are a pair: both are renamed into place only after ptxas
+                    // succeeded, so a failed or interrupted run leaves no cubin beside PTX it was not made from.
                     let input = dir.join(format!("{}.ptx", m.name()));
                     let cubin = dir.join(format!("{}.cubin", m.name()));
-                    std::fs::write(&input, piece(ptx, m)).expect("write a module's PTX");
-                    // Spills and local memory fail the build: every kernel keeps its state in registers.
-                    let run = Command::new(ptxas)
-                        .arg(format!("-arch=sm_{gpu}"))
-                        .args([
-                            "-O3",
-                            "--warn-on-spills",
-                            "--warn-on-local-memory-usage",
-                            "--warning-as-error",
-                        ])
-                        .arg(&input)
-                        .arg("-o")
-                        .arg(&cubin)
-                        .output()
-                        .unwrap_or_else(|e| panic!("cannot run {}: {e}", ptxas.display()));
-                    assert!(
-                        run.status.success(),
-                        "ptxas -arch=sm_{gpu} failed on module {} (from sm_{source} PTX):\n{}",
-                        m.name(),
-                        String::from_utf8_lossy(&run.stderr)
-                    );
-                    let bytes = std::fs::read(&cubin).expect("ptxas wrote the cubin");
+                    let cached = std::fs::read_to_string(&input).is_ok_and(|t| t == text)
+                        .then(|| std::fs::read(&cubin).ok())
+                        .flatten();
+                    let bytes = match cached {
+                        Some(bytes) => bytes,
+                        None => {
+                            let new_input = dir.join(format!("{}.ptx.new", m.name()));
+                            let new_cubin = dir.join(format!("{}.cubin.new", m.name()));
+                            std::fs::write(&new_input, &text).expect("write a module's PTX");
+                            let run = Command::new(ptxas)
+                                .args(&args)
+                                .arg(&new_input)
+                                .arg("-o")
+                                .arg(&new_cubin)
+                                .output()
+                                .unwrap_or_else(|e| panic!("cannot run {}: {e}", ptxas.display()));
+                            assert!(
+                                run.status.success(),
+                                "ptxas -arch=sm_{gpu} failed on module {} (from sm_{source} PTX):\n{}",
+                                m.name(),
+                                String::from_utf8_lossy(&run.stderr)
+                            );
+                            let bytes = std::fs::read(&new_cubin).expect("ptxas wrote the cubin");
+                            std::fs::rename(&new_cubin, &cubin).expect("keep the cubin");
+                            std::fs::rename(&new_input, &input).expect("keep the module's PTX");
+                            bytes
+                        }
+                    };
                     *results[i].lock().expect("no panics while held") = Some(deflate(&bytes));
                 }
             });
         }
     });
+    std::fs::write(&stamp, id).expect("write the ptxas id");
     results
         .into_iter()
         .map(|r| {
@@ -208,6 +243,19 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
                 .expect("every module assembled")
         })
         .collect()
+}
+
+/// What makes two ptxas runs on the same PTX give the same cubin: the program (its path, size and time)
+/// and the arguments.
+fn ptxas_id(ptxas: &Path, args: &[String]) -> String {
+    let path = std::fs::canonicalize(ptxas).unwrap_or_else(|_| ptxas.to_owned());
+    let meta = std::fs::metadata(&path).ok();
+    let size = meta.as_ref().map_or(0, |m| m.len());
+    let time = meta
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    format!("{} {size} {time} {}\n", path.display(), args.join(" "))
 }
 
 fn deflate(bytes: &[u8]) -> Vec<u8> {

@@ -2,6 +2,7 @@
 use core::marker::PhantomData;
 
 use super::in_f32;
+use crate::builtin::{Greatest, Least, Ordered};
 use crate::op::{Float, Pod, ReduceOp};
 
 /// The least and greatest element seen, as f64 (exact for every float element), and the index of the
@@ -109,85 +110,12 @@ impl Extrema {
     }
 }
 
-/// The float a run is compared in: f32 or f64.
-trait RunFloat: Copy + PartialEq + PartialOrd + Into<f64> {
-    const INFINITY: Self;
-    const NEG_INFINITY: Self;
-    /// IEEE 754-2019 `minimum`: NaN if either is NaN (so a run's NaN needs no test of its own), −0.0
-    /// below +0.0. One `min.NaN.f32` on the GPU.
-    fn minimum(self, other: Self) -> Self;
-    /// IEEE 754-2019 `maximum`, as [`minimum`](Self::minimum).
-    fn maximum(self, other: Self) -> Self;
-    fn is_nan(self) -> bool;
-}
-
-/// `minimum`/`maximum` written out: what the GPU's f64 (which has no `.NaN` form) and the host run.
-macro_rules! nan_propagating {
-    ($t:ty, $a:ident, $b:ident, $less:expr) => {{
-        if $a.is_nan() || $b.is_nan() {
-            <$t>::NAN
-        } else if $a == $b {
-            // ±0: the sign decides; equal numbers otherwise have the same bits.
-            if $less == $a.is_sign_negative() {
-                $a
-            } else {
-                $b
-            }
-        } else if ($a < $b) == $less {
-            $a
-        } else {
-            $b
-        }
-    }};
-}
-
-impl RunFloat for f32 {
-    const INFINITY: Self = f32::INFINITY;
-    const NEG_INFINITY: Self = f32::NEG_INFINITY;
-    #[inline(always)]
-    fn minimum(self, other: Self) -> Self {
-        #[cfg(target_arch = "nvptx64")]
-        {
-            f32::minimum(self, other)
-        }
-        #[cfg(not(target_arch = "nvptx64"))]
-        {
-            nan_propagating!(f32, self, other, true)
-        }
-    }
-    #[inline(always)]
-    fn maximum(self, other: Self) -> Self {
-        #[cfg(target_arch = "nvptx64")]
-        {
-            f32::maximum(self, other)
-        }
-        #[cfg(not(target_arch = "nvptx64"))]
-        {
-            nan_propagating!(f32, self, other, false)
-        }
-    }
-    #[inline(always)]
-    fn is_nan(self) -> bool {
-        f32::is_nan(self)
-    }
-}
-
-impl RunFloat for f64 {
-    const INFINITY: Self = f64::INFINITY;
-    const NEG_INFINITY: Self = f64::NEG_INFINITY;
-    #[inline(always)]
-    fn minimum(self, other: Self) -> Self {
-        nan_propagating!(f64, self, other, true)
-    }
-    #[inline(always)]
-    fn maximum(self, other: Self) -> Self {
-        nan_propagating!(f64, self, other, false)
-    }
-    #[inline(always)]
-    fn is_nan(self) -> bool {
-        f64::is_nan(self)
-    }
-}
+/// The float a run is compared in: f32 or f64. Its run fold takes IEEE 754-2019 `minimum`/`maximum`
+/// ([`Ordered::pick`]: NaN if either is NaN, so a run's NaN needs no test of its own; one `min.NaN.f32` on
+/// the GPU), the same function `Max`/`Min` use.
+trait RunFloat: Ordered + PartialEq + PartialOrd + Into<f64> {}
+impl RunFloat for f32 {}
+impl RunFloat for f64 {}
 
 /// The first element of the run equal to `v` (−0.0 and +0.0 are equal), and its index.
 #[inline(always)]
@@ -206,11 +134,11 @@ fn first_equal<F: RunFloat>(len: usize, get: &impl Fn(usize) -> (F, u64), v: F) 
 #[inline(always)]
 fn fold<F: RunFloat>(acc: Extrema, len: usize, get: impl Fn(usize) -> (F, u64)) -> Extrema {
     // Values only; a NaN makes both NaN.
-    let (mut lo, mut hi) = (F::INFINITY, F::NEG_INFINITY);
+    let (mut lo, mut hi) = (F::HIGHEST, F::LOWEST);
     crate::each_index!(I < len, {
         let x = get(I).0;
-        lo = lo.minimum(x);
-        hi = hi.maximum(x);
+        lo = F::pick::<Least>(lo, x);
+        hi = F::pick::<Greatest>(hi, x);
     });
     let nan = lo.is_nan();
     let mut out = acc;

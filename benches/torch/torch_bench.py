@@ -4,7 +4,8 @@ build of torch is on the PATH).
 Usage: torch_bench.py <op> <n> [<n> ...] with op one of histc_uniform, histc_skewed, masked_select,
 abs_max (`x.abs().max()`), sum_squares (`(x * x).sum()`), var_mean (`torch.var_mean(x, correction=0)`),
 aminmax, logsumexp, norm_l1/norm_l2/norm_inf (`torch.linalg.vector_norm`), five_calls (sum, min, max, argmin,
-argmax: five reductions);
+argmax: five reductions), topk_<distribution>_<k> (`torch.topk(x, k, sorted=True)` on the distributions
+of benches/topk.rs);
 or torch_bench.py <op> <shape> [<shape> ...] with op rows_sum or rows_argmax (`x.sum(dim=1)`,
 `x.argmax(dim=1)` of a rows × cols float matrix, shape `<rows>x<cols>`) or ragged_sum
 (`torch.segment_reduce` over `ragged<count>`: count segments of lengths splitmix64(i) % 10001, as
@@ -64,10 +65,33 @@ def run_segmented(op, x, extra):
     raise SystemExit(f"unknown op {op}")
 
 
+def topk_input(dist, n, g):
+    """An f32 input of distribution `dist`, as benches/topk.rs draws it."""
+    if dist == "normal":
+        return torch.randn(n, device="cuda", generator=g)
+    if dist == "bits":
+        return torch.randint(-(2**31), 2**31, (n,), device="cuda", generator=g, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    if dist == "equal":
+        return torch.full((n,), 0.5, device="cuda")
+    if dist == "distinct16":
+        return torch.randint(0, 16, (n,), device="cuda", generator=g).to(torch.float32)
+    if dist == "ascending":
+        return torch.arange(n, device="cuda", dtype=torch.float32)
+    if dist == "descending":
+        return torch.arange(n, 0, -1, device="cuda", dtype=torch.float32)
+    x = torch.rand(n, device="cuda", generator=g)
+    if dist == "nan1":
+        x[torch.rand(n, device="cuda", generator=g) < 0.01] = float("nan")
+    return x
+
+
 def inputs(op, n, copies):
     g = torch.Generator(device="cuda").manual_seed(2024)
     out = []
     for _ in range(copies):
+        if op.startswith("topk_"):
+            out.append(topk_input(op.split("_")[1], n, g))
+            continue
         x = torch.rand(n, device="cuda", generator=g)
         if op == "histc_skewed":
             hot = torch.rand(n, device="cuda", generator=g) < 0.9
@@ -97,6 +121,8 @@ def run(op, x):
         return torch.linalg.vector_norm(x, ord=2)
     if op == "norm_inf":
         return torch.linalg.vector_norm(x, ord=float("inf"))
+    if op.startswith("topk_"):
+        return torch.topk(x, int(op.split("_")[2]), sorted=True)
     if op == "five_calls":
         return (x.sum(), x.min(), x.max(), x.argmin(), x.argmax())
     raise SystemExit(f"unknown op {op}")

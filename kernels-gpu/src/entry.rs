@@ -310,3 +310,52 @@ macro_rules! statistic_kernels {
     };
 }
 reduce_contract::statistics!(statistic_kernels);
+
+macro_rules! topk_kernels {
+    ($($ty:ident),* $(,)?) => {$(
+        mod ${concat(topk_, $ty)} {
+            use super::*;
+            type Params = reduce_contract::params::TopKParams<elem::$ty>;
+
+            #[unsafe(export_name = kernel_name!(topk histogram $ty))]
+            pub unsafe extern "ptx-kernel" fn histogram(p: Params) {
+                unsafe { crate::topk::histogram(p) }
+            }
+
+            #[unsafe(export_name = kernel_name!(topk pick $ty))]
+            pub unsafe extern "ptx-kernel" fn pick(p: Params) {
+                unsafe { crate::topk::pick(p) }
+            }
+
+            #[unsafe(export_name = kernel_name!(topk filter $ty))]
+            pub unsafe extern "ptx-kernel" fn filter(p: Params) {
+                unsafe { crate::topk::filter(p) }
+            }
+
+            #[unsafe(export_name = kernel_name!(topk sort $ty))]
+            pub unsafe extern "ptx-kernel" fn sort(p: Params) {
+                unsafe { crate::topk::sort(p) }
+            }
+
+            #[unsafe(export_name = kernel_name!(topk sort_block $ty))]
+            pub unsafe extern "ptx-kernel" fn sort_block(p: Params) {
+                unsafe { crate::topk::sort_block(p) }
+            }
+
+            #[unsafe(export_name = kernel_name!(topk merge $ty))]
+            pub unsafe extern "ptx-kernel" fn merge(p: Params) {
+                unsafe { crate::topk::merge(p) }
+            }
+
+            #[unsafe(export_name = kernel_name!(topk gather $ty))]
+            pub unsafe extern "ptx-kernel" fn gather(p: Params) {
+                unsafe { crate::topk::gather(p) }
+            }
+        }
+    )*};
+}
+
+mod topk {
+    use super::*;
+    reduce_contract::topk_types!(topk_kernels);
+}

@@ -70,6 +70,12 @@ reduce_contract::summable_halves! {
     BF16: BF16(0xff80), BF16(0x7f80);
 }
 
+// Top-k's order-preserving keys, from the bits.
+reduce_contract::topk_halves! {
+    F16: |x| x.0, 0x7c00;
+    BF16: |x| x.0, 0x7f80;
+}
+
 /// The contract's element names and widening, so an operator generic over its element (one definition for
 /// the host and the device) reads these types on the device.
 macro_rules! contract_float {

@@ -21,6 +21,7 @@
 //! | [`reproducible`] | the reproducible sum: fixed chunks per warp, a fixed combine, f64/compensated accumulators |
 //! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
 //! | [`select`] | stream compaction: unordered (warp-aggregated atomics) and stable (look-back) |
+//! | [`topk`] | device-wide top-k: radix-select passes over composite keys, the filter, block sort and merges |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |
 //! | [`util`] | the spin kernel benchmarks queue ahead of timed work |
 //! | [`tile_tests`] | one-primitive kernels for the host's tile tests |
@@ -68,6 +69,7 @@ pub mod thread;
 pub mod tile;
 #[cfg(feature = "builtin")]
 pub mod tile_tests;
+pub mod topk;
 #[cfg(feature = "builtin")]
 pub mod util;
 pub mod warp;

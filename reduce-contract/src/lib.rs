@@ -10,6 +10,7 @@
 //! | [`math`] | `mul_add`, one rounding on the GPU, for operators' inner loops |
 //! | [`layout`] | accumulator layouts ([`Indexed`]) and the constants both sides size memory and grids by |
 //! | [`stats`] | the statistics (`var_mean`, `aminmax`, norms, `logsumexp`) as [`ReduceOp`]s |
+//! | [`topk`] | top-k's order-preserving keys, its composite-key rule and the state its passes share |
 //! | [`reproducible`] | the reproducible sum's fixed partition and accumulator arithmetic, run by both sides |
 //!
 //! Names are built in one place, by [`kernel_name!`]: the device uses it in `export_name`, and the module
@@ -33,6 +34,7 @@ pub mod op;
 pub mod params;
 pub mod reproducible;
 pub mod stats;
+pub mod topk;
 
 pub use kernels::{Elem, FloatElem, Kernel, Module, Op, Pred, Sample, Takes};
 pub use layout::{Indexed, SoftmaxStats};

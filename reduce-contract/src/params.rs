@@ -133,6 +133,50 @@ pub struct SegmentedParams<In, Acc, Partial = Acc> {
     pub out: *mut Acc,
 }
 
+/// The device-wide top-k kernels (`topk_*`; see [`crate::topk`]).
+#[repr(C)]
+#[derive(Debug)]
+pub struct TopKParams<T> {
+    /// Elements; unmodified while the kernels run.
+    pub input: *const T,
+    /// Elements of `input`.
+    pub n: u64,
+    /// How many to select: `1 ≤ k ≤ n`.
+    pub k: u64,
+    /// The state the passes share, zeroed before the first.
+    pub state: *mut crate::topk::State,
+    /// Room for `k` value keys: the filter's output, the sort's input.
+    pub keys: *mut u64,
+    /// Room for `k` indices, beside `keys`.
+    pub indices: *mut u64,
+    /// A second pair of `k` keys and indices, for the merge passes (k above [`crate::topk::SORT_TILE`]).
+    pub keys_alt: *mut u64,
+    /// See `keys_alt`.
+    pub indices_alt: *mut u64,
+    /// `k` values, best first; null for indices only.
+    pub values_out: *mut T,
+    /// `k` indices, best first.
+    pub indices_out: *mut u64,
+    /// `merge`: the length of the source's sorted runs.
+    pub run: u64,
+    /// `histogram`/`pick`: the byte of the composite keys, most significant first.
+    pub pass: u32,
+    /// Nonzero for the greatest elements (`max_k`), zero for the least.
+    pub largest: u32,
+    /// Bytes of the composite keys' index part: [`crate::topk::index_bytes`] of `n`.
+    pub index_bytes: u32,
+    /// `merge`/`gather`: nonzero when the source is the `_alt` pair.
+    pub from_alt: u32,
+}
+
+// Copy whatever the element type: the struct holds only pointers to it and plain numbers.
+impl<T> Clone for TopKParams<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for TopKParams<T> {}
+
 /// `util_spin`: one thread busy-waits this long.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

@@ -81,3 +81,9 @@ macro_rules! contract_float {
     )*};
 }
 contract_float!(F16: "f16", BF16: "bf16");
+
+// Top-k's order-preserving keys, from the bits (the same as the device's).
+reduce_contract::topk_halves! {
+    F16: |x| x.0.to_bits(), 0x7c00;
+    BF16: |x| x.0.to_bits(), 0x7f80;
+}

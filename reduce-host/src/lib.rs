@@ -84,6 +84,7 @@ pub mod stats;
 mod stream;
 #[cfg(feature = "testing")]
 mod testing;
+mod topk;
 mod tuning;
 mod view;
 
@@ -111,6 +112,7 @@ pub use stream::StreamRef;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use testing::LaneWord;
+pub use topk::{DeviceTopK, TopKElement};
 pub use tuning::Policy;
 pub use view::{DeviceView, DeviceViewMut};
 

@@ -7,14 +7,14 @@ use core::fmt::Debug;
 
 use super::keys::{
     Counter, Elem, FloatElem, Key, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass,
-    Sample, SeedVersion, SegmentedPass, SelectPass, Stat,
+    Sample, SeedVersion, SegmentedPass, SelectPass, Stat, TopKPass,
 };
 use super::module::Module;
 use super::name::Name;
 use crate::layout::Indexed;
 use crate::params::{
     HistogramParams, LaneParams, ReduceParams, ReproParams, SegmentedParams, SelectParams,
-    SpinParams,
+    SpinParams, TopKParams,
 };
 
 /// A kernel of the built-in images: its module and its slot there.
@@ -264,6 +264,12 @@ const _: () = {
     );
 };
 
+/// A kernel of the device-wide top-k of an element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TopKKernel(pub Elem, pub TopKPass);
+
+kernel!(TopKKernel, |k| (Module::TopK(k.0), k.1.ordinal()), [T] TopKParams<T>, TopKParams<u8>);
+
 /// A version of the seed chapter's f32 sum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SeedKernel(pub SeedVersion);
@@ -356,6 +362,9 @@ pub fn every_kernel() -> impl Iterator<Item = (Module, Name, usize)> {
         })
     });
     let testing = (1..Module::Testing.kernel_count()).map(|s| entry(TestKernel(s)));
+    let topk = Elem::ALL
+        .iter()
+        .flat_map(|&e| TopKPass::ALL.iter().map(move |&p| entry(TopKKernel(e, p))));
     reduce
         .chain(atomic)
         .chain(segmented)
@@ -368,6 +377,7 @@ pub fn every_kernel() -> impl Iterator<Item = (Module, Name, usize)> {
         .chain([entry(Spin)])
         .chain(testing)
         .chain(stats)
+        .chain(topk)
 }
 
 // `Indexed` is the accumulator of the arg-reductions: the params of a family are sized by pointers alone.

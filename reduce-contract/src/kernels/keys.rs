@@ -207,6 +207,24 @@ keys! {
         Stable = "stable",
     }
 
+    /// The kernels of a device-wide top-k, each taking [`crate::params::TopKParams`] (see [`crate::topk`]).
+    TopKPass {
+        /// Counts the pass's byte of the composite keys that match the prefix.
+        Histogram = "histogram",
+        /// One block: finds the bucket of the k-th key and extends the prefix.
+        Pick = "pick",
+        /// Copies the k selected elements' keys and indices.
+        Filter = "filter",
+        /// One block: sorts at most [`crate::topk::SORT_TILE`] selected pairs and writes the results.
+        Sort = "sort",
+        /// A block per tile: sorted runs of [`crate::topk::SORT_TILE`] pairs.
+        SortBlock = "sort_block",
+        /// Merges sorted runs pairwise.
+        Merge = "merge",
+        /// Writes the results from the sorted pairs.
+        Gather = "gather",
+    }
+
     /// A version of the seed chapter's sum, each taking [`crate::params::ReduceParams`].
     #[allow(missing_docs)]
     SeedVersion {

@@ -13,7 +13,7 @@
 //! The device generates its entries from the lists ([`reduce_pairs!`](crate::reduce_pairs),
 //! [`histogram_samples!`](crate::histogram_samples), [`select_predicates!`](crate::select_predicates),
 //! [`select_flagged_types!`](crate::select_flagged_types),
-//! [`repro_elems!`](crate::repro_elems), [`softmax_types!`](crate::softmax_types),
+//! [`repro_elems!`](crate::repro_elems), [`topk_types!`](crate::topk_types), [`softmax_types!`](crate::softmax_types),
 //! [`tile_test_primitives!`](crate::tile_test_primitives)) and names them with
 //! [`kernel_name!`](crate::kernel_name); the host's build script splits the PTX by [`Module::all`] and
 //! refuses a build where an entry is in no module or a module's kernel is missing, so the two sides cannot
@@ -27,11 +27,11 @@ pub use kernel::{
     Family, HistogramBytes, HistogramKernel, Kernel, PerSegment, ReduceKernel, Reduction,
     ReproKernel, ReproSegments, ReproSegmentsKernel, SeedKernel, SegmentedKernel, SelectBy,
     SelectFlagged, SelectKernel, Spin, StatKernel, StatPass, SumAtomic, Takes, TestKernel,
-    every_kernel,
+    TopKKernel, every_kernel,
 };
 pub use keys::{
     Counter, Elem, FloatElem, Key, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass,
-    Sample, SeedVersion, SegmentedPass, SelectPass, Stat,
+    Sample, SeedVersion, SegmentedPass, SelectPass, Stat, TopKPass,
 };
 pub use module::Module;
 pub use name::Name;
@@ -82,6 +82,9 @@ macro_rules! kernel_name {
             "_",
             stringify!($ty)
         )
+    };
+    (topk $pass:ident $ty:ident) => {
+        concat!("topk_", stringify!($pass), "_", stringify!($ty))
     };
     (select_flagged $ty:ident) => {
         concat!("select_flagged_", stringify!($ty))
@@ -185,6 +188,15 @@ macro_rules! select_predicates {
             gt u8, lt u8, nonzero u8,
             finite f32, finite f64, finite f16, finite bf16,
         }
+    };
+}
+
+/// Calls `$cb! { elem, ... }` with every element type of the device-wide top-k ([`Elem`] order): the
+/// [`TopKPass`] kernels each.
+#[macro_export]
+macro_rules! topk_types {
+    ($cb:ident) => {
+        $cb! { f32, f64, f16, bf16, i32, u32, i64, u64, u8 }
     };
 }
 

@@ -3,7 +3,7 @@
 //! value or a family renumbers everything consistently.
 use super::keys::{
     Counter, Elem, FloatElem, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass, Sample,
-    SeedVersion, SegmentedPass, SelectPass, Stat,
+    SeedVersion, SegmentedPass, SelectPass, Stat, TopKPass,
 };
 use super::name::Name;
 
@@ -97,6 +97,8 @@ modules! {
     /// A statistic's kernels: device-wide ([`ReducePass`] order), then per segment ([`SegmentedPass`]
     /// order), exported by `export_reduce!` under the statistic's word.
     Stat(stat: Stat, elem: FloatElem),
+    /// Device-wide top-k of an element ([`TopKPass`] order).
+    TopK(elem: Elem),
 }
 
 /// The first index of family `family`: the sizes of the families before it.
@@ -161,6 +163,7 @@ impl Module {
             Module::ReproSum(elem) => Name::join(&["repro_sum", elem.word()]),
             Module::ReproSegments(elem) => Name::join(&["repro_segments", elem.word()]),
             Module::Stat(stat, elem) => Name::join(&["stat", stat.word(), elem.word()]),
+            Module::TopK(elem) => Name::join(&["topk", elem.word()]),
         }
     }
 
@@ -179,6 +182,7 @@ impl Module {
             Module::ReproSum(_) => ReproPass::COUNT,
             Module::ReproSegments(_) => ReproSegmentsPass::COUNT,
             Module::Stat(..) => ReducePass::COUNT + SegmentedPass::COUNT,
+            Module::TopK(_) => TopKPass::COUNT,
         }
     }
 
@@ -243,6 +247,7 @@ impl Module {
                 let pass = SegmentedPass::ALL[slot - ReducePass::COUNT].word();
                 Name::join(&["segmented", pass, stat.word(), elem.word()])
             }
+            Module::TopK(elem) => Name::join(&["topk", TopKPass::ALL[slot].word(), elem.word()]),
         })
     }
 

@@ -9,6 +9,7 @@ pub(crate) mod reproducible;
 pub(crate) mod seed;
 pub(crate) mod segmented;
 pub(crate) mod select;
+pub(crate) mod topk;
 
 use std::marker::PhantomData;
 

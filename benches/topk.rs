@@ -1,0 +1,170 @@
+//! `cargo bench --bench topk`: device-wide top-k (`DeviceTopK::max_k`, values and indices, sorted) of f32 at
+//! n = 2^24 and 2^28, k ∈ {1, 64, 1024, 65536}, on the distributions of the top-k issue, beside the read
+//! ceiling (the bare float4 read kernel of `benches/cub/cub_bench.cu` on the same bytes) and `torch.topk`
+//! (`torch_bench.py topk_<distribution>_<k>`, same distributions drawn by torch). Each result is checked on
+//! the host: sorted by the rule, each value the input's at its index, and exactly k − 1 elements before the
+//! last one. Writes `topk.md` to `$OUT` (if set) or `target/bench`.
+#[allow(dead_code)] // each bench uses part of the harness
+mod support;
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use cust::memory::{CopyDestination, DeviceBuffer};
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+use reduce_host::DeviceTopK;
+use support::BoxError;
+use support::cub::Cub;
+use support::timing;
+
+const KS: [u64; 4] = [1, 64, 1024, 65_536];
+const SIZES: [usize; 2] = [1 << 24, 1 << 28];
+const DISTRIBUTIONS: [&str; 8] = [
+    "uniform",
+    "normal",
+    "bits",
+    "equal",
+    "distinct16",
+    "ascending",
+    "descending",
+    "nan1",
+];
+
+fn main() -> ExitCode {
+    support::main("topk bench", run)
+}
+
+/// `n` values of `dist`.
+fn values(dist: &str, n: usize, seed: u64) -> Vec<f32> {
+    let mut r = SmallRng::seed_from_u64(seed);
+    (0..n)
+        .map(|i| match dist {
+            "uniform" => r.random_range(0.0f32..1.0),
+            "normal" => {
+                let (u, v): (f64, f64) =
+                    (r.random_range(f64::EPSILON..1.0), r.random_range(0.0..1.0));
+                ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+            }
+            "bits" => f32::from_bits(r.random()),
+            "equal" => 0.5,
+            "distinct16" => r.random_range(0..16) as f32,
+            "ascending" => i as f32,
+            "descending" => (n - i) as f32,
+            "nan1" if r.random_range(0..100) == 0 => f32::NAN,
+            _ => r.random_range(0.0f32..1.0),
+        })
+        .collect()
+}
+
+/// `a` before `b` in `max_k`'s order: NaN first, greater first, then the smaller index.
+fn order(x: &[f32], a: u64, b: u64) -> Ordering {
+    let (u, v) = (x[a as usize], x[b as usize]);
+    let by_value = match (u.is_nan(), v.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+        _ => v.partial_cmp(&u).expect("numbers compare"),
+    };
+    by_value.then(a.cmp(&b))
+}
+
+/// Whether `indices`/`vals` are the k best of `x`.
+fn correct(x: &[f32], indices: &[u64], vals: &[f32]) -> bool {
+    let k = indices.len();
+    let sorted = indices
+        .windows(2)
+        .all(|w| order(x, w[0], w[1]) == Ordering::Less);
+    let values = indices
+        .iter()
+        .zip(vals)
+        .all(|(&i, v)| (i as usize) < x.len() && x[i as usize].to_bits() == v.to_bits());
+    let last = indices[k - 1];
+    let before = (0..x.len() as u64)
+        .filter(|&i| order(x, i, last) == Ordering::Less)
+        .count();
+    sorted && values && before == k - 1
+}
+
+fn run() -> Result<bool, BoxError> {
+    let gpu = support::open_gpu()?;
+    let stream = gpu.stream()?;
+    let mut topk = DeviceTopK::with_gpu(&gpu)?;
+    let cub = Cub::build(gpu.info().cc());
+    let sizes_u64: Vec<u64> = SIZES.iter().map(|&n| n as u64).collect();
+    let ceiling = cub.run("read_f32", &sizes_u64);
+    let mut notes = Vec::new();
+    let mut failures = Vec::new();
+    let mut table = String::from(
+        "| n | distribution | k | ours µs | reads (ours / ceiling) | torch.topk µs | torch / ours |\n\
+         |---:|---|---:|---:|---:|---:|---:|\n",
+    );
+    for &n in &SIZES {
+        let read = ceiling.get(&(n as u64)).filter(|c| c.pass).map(|c| c.us);
+        if let Some(c) = read {
+            writeln!(
+                table,
+                "| 2^{} | read ceiling | | {c:.1} | 1.00 | | |",
+                n.trailing_zeros()
+            )?;
+        }
+        for (d, dist) in DISTRIBUTIONS.iter().enumerate() {
+            let host = values(dist, n, 11 + d as u64);
+            let x = DeviceBuffer::from_slice(&host)?;
+            let mut vals = DeviceBuffer::from_slice(&vec![0f32; KS[3] as usize])?;
+            let mut idx = DeviceBuffer::from_slice(&vec![0u64; KS[3] as usize])?;
+            for &k in &KS {
+                let us = timing::time_us(&gpu, &stream, n as u64, 1, &mut |_, s| {
+                    // SAFETY: the buffers live until the timing function has synchronized.
+                    unsafe { topk.max_k_async(&x, k, &mut vals, &mut idx, s)? };
+                    Ok(())
+                })?;
+                let mut got_i = vec![0u64; KS[3] as usize];
+                let mut got_v = vec![0f32; KS[3] as usize];
+                idx.copy_to(&mut got_i[..])?;
+                vals.copy_to(&mut got_v[..])?;
+                let (got_i, got_v) = (&got_i[..k as usize], &got_v[..k as usize]);
+                if !correct(&host, got_i, got_v) {
+                    failures.push(format!("n {n} {dist} k {k}: wrong result"));
+                }
+                let torch = match support::torch::run(&format!("topk_{dist}_{k}"), &[n as u64]) {
+                    Ok(m) => m.get(&(n as u64)).copied(),
+                    Err(why) => {
+                        notes.push(format!("torch {dist} k {k}: {why}"));
+                        None
+                    }
+                };
+                let reads = read.map_or("—".into(), |c| format!("{:.2}", us / c));
+                let (t, ratio) = torch.map_or(("—".into(), "—".into()), |t| {
+                    (format!("{t:.1}"), format!("{:.2}", t / us))
+                });
+                writeln!(
+                    table,
+                    "| 2^{} | {dist} | {k} | {us:.1} | {reads} | {t} | {ratio} |",
+                    n.trailing_zeros()
+                )?;
+                println!(
+                    "n 2^{} {dist} k {k}: {us:.1} µs (torch {t})",
+                    n.trailing_zeros()
+                );
+            }
+        }
+    }
+    let mut report = format!(
+        "### Device-wide top-k against the read ceiling and torch.topk\n\nGPU: {} (sm_{}). Median device µs of \
+         one `max_k_async` (values and indices, sorted); reads: our time over the bare read kernel's on the \
+         same bytes.\n\n{table}",
+        gpu.info().name,
+        gpu.info().cc()
+    );
+    for n in notes.iter().chain(&failures) {
+        writeln!(report, "\n- {n}")?;
+    }
+    print!("{report}");
+    let dir = std::env::var_os("OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "target/bench".into());
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("topk.md"), &report)?;
+    Ok(failures.is_empty())
+}

@@ -1,0 +1,327 @@
+//! [`DeviceTopK`]: the k greatest or least elements of a device slice, sorted best first, with their
+//! indices.
+use cust::stream::Stream;
+
+use crate::dispatch::topk::Scratch;
+use crate::dispatch::{self, call::Call};
+use crate::element::OrdElement;
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, InContext};
+use crate::stream::StreamRef;
+use crate::view::{DeviceView, DeviceViewMut};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Element types top-k selects among: every element type of the library (f32, f64, [`F16`](crate::F16),
+/// [`BF16`](crate::BF16), i32, u32, i64, u64, u8), each through an order-preserving radix key.
+pub trait TopKElement: OrdElement + reduce_contract::topk::TopKElement + sealed::Sealed {}
+
+macro_rules! topk_elements {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl TopKElement for $t {}
+    )*};
+}
+topk_elements!(f32, f64, crate::F16, crate::BF16, i32, u32, i64, u64, u8);
+
+/// Top-k on `cust` device memory: the `k` greatest ([`max_k`](Self::max_k)) or least
+/// ([`min_k`](Self::min_k)) elements and their indices, **sorted best first**.
+///
+/// - **One answer for every input:** among equal values the smaller index wins and comes first, so the
+///   selected set and its order are the same on every run and every GPU.
+/// - **NaN** (any payload) counts as greater than +∞ for `max_k` and less than −∞ for `min_k`, as torch
+///   orders it; −0.0 and +0.0 are equal (the smaller index first). The values written are the input's own
+///   bits.
+/// - `k = 0` writes nothing; `k` greater than the input's length, or outputs shorter than `k`, are an
+///   [`Error::InvalidArgument`] and nothing is written. Only the first `k` elements of the outputs are
+///   written.
+/// - Lengths, `k` and indices are 64-bit; the input may be any sub-slice.
+///
+/// It runs a radix select over the elements' keys (a pass over the input per key byte, the index's bytes
+/// only where the k-th value is tied), then sorts the k it selected. The handle keeps its stream and a
+/// scratch of `32 · max(k, 2048)` bytes, grown to the largest `k` seen, never allocated per call.
+///
+/// ```no_run
+/// use cust::memory::{CopyDestination, DeviceBuffer};
+/// use reduce_host::DeviceTopK;
+///
+/// let mut topk = DeviceTopK::new()?;
+/// let x = DeviceBuffer::from_slice(&[0.5f32, 3.0, -1.0, 3.0, f32::NAN, 2.0])?;
+/// let mut values = DeviceBuffer::from_slice(&[0.0f32; 3])?;
+/// let mut indices = DeviceBuffer::from_slice(&[0u64; 3])?;
+/// topk.max_k(&x, 3, &mut values, &mut indices)?;
+/// let mut host = [0u64; 3];
+/// indices.copy_to(&mut host[..])?;
+/// assert_eq!(host, [4, 1, 3]); // NaN first, then the two 3.0 by index
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Streams and CUDA graphs
+/// As for [`DeviceReduce`](crate::DeviceReduce): async calls on different streams are ordered on the
+/// handle's scratch; a captured graph must not run beside other calls of the handle, and must not be
+/// launched after the handle is dropped or after a call with a larger `k` has grown the scratch.
+pub struct DeviceTopK {
+    scratch: InContext<Scratch>,
+    stream: InContext<Stream>,
+    // Declared last: the context outlives the buffers and stream above.
+    gpu: Gpu,
+}
+
+handle_basics!(DeviceTopK);
+
+/// Which end of the order the call seeks.
+#[derive(Clone, Copy)]
+struct Want {
+    largest: bool,
+}
+
+impl DeviceTopK {
+    /// A handle on an opened device; several handles can share one [`Gpu`].
+    pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
+        let _current = gpu.make_current()?;
+        let stream = gpu.handle_stream()?;
+        Ok(DeviceTopK {
+            scratch: InContext::new(gpu, Scratch::new()?),
+            stream,
+            gpu: gpu.clone(),
+        })
+    }
+
+    /// Writes the `k` greatest elements of `input` to `values[..k]` and their indices to `indices[..k]`,
+    /// greatest first (ties: smaller index first; NaN above +∞).
+    pub fn max_k<'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        k: u64,
+        values: impl Into<DeviceViewMut<'b, T>>,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+    ) -> Result<()> {
+        let values = values.into();
+        self.blocking(
+            Want { largest: true },
+            input.into(),
+            k,
+            Some(values),
+            indices.into(),
+        )
+    }
+
+    /// Writes the `k` least elements of `input` to `values[..k]` and their indices to `indices[..k]`, least
+    /// first (ties: smaller index first; NaN below −∞).
+    pub fn min_k<'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        k: u64,
+        values: impl Into<DeviceViewMut<'b, T>>,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+    ) -> Result<()> {
+        let values = values.into();
+        self.blocking(
+            Want { largest: false },
+            input.into(),
+            k,
+            Some(values),
+            indices.into(),
+        )
+    }
+
+    /// [`max_k`](Self::max_k) writing only the indices.
+    pub fn max_k_indices<'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        k: u64,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+    ) -> Result<()> {
+        self.blocking(
+            Want { largest: true },
+            input.into(),
+            k,
+            None,
+            indices.into(),
+        )
+    }
+
+    /// [`min_k`](Self::min_k) writing only the indices.
+    pub fn min_k_indices<'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        k: u64,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+    ) -> Result<()> {
+        self.blocking(
+            Want { largest: false },
+            input.into(),
+            k,
+            None,
+            indices.into(),
+        )
+    }
+
+    /// Enqueues [`max_k`](Self::max_k) on `stream` and returns without waiting.
+    ///
+    /// # Safety
+    /// `input`, `values` and `indices` must stay allocated, `input` unmodified and the outputs untouched by
+    /// other work, until `stream` has passed this work. If `stream` is capturing a CUDA graph, the graph
+    /// uses the handle's scratch each time it runs: it must not run after the handle is dropped or its
+    /// scratch has grown, nor while another call of the handle runs.
+    pub unsafe fn max_k_async<'s, 'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        k: u64,
+        values: impl Into<DeviceViewMut<'b, T>>,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<()> {
+        let want = Want { largest: true };
+        let values = Some(values.into());
+        self.enqueue(
+            want,
+            input.into(),
+            k,
+            values,
+            indices.into(),
+            Some(stream.into()),
+        )
+    }
+
+    /// Enqueues [`min_k`](Self::min_k) on `stream` and returns without waiting.
+    ///
+    /// # Safety
+    /// As [`max_k_async`](Self::max_k_async).
+    pub unsafe fn min_k_async<'s, 'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        k: u64,
+        values: impl Into<DeviceViewMut<'b, T>>,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<()> {
+        let want = Want { largest: false };
+        let values = Some(values.into());
+        self.enqueue(
+            want,
+            input.into(),
+            k,
+            values,
+            indices.into(),
+            Some(stream.into()),
+        )
+    }
+
+    /// Enqueues [`max_k_indices`](Self::max_k_indices) on `stream` and returns without waiting.
+    ///
+    /// # Safety
+    /// As [`max_k_async`](Self::max_k_async).
+    pub unsafe fn max_k_indices_async<'s, 'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        k: u64,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<()> {
+        let want = Want { largest: true };
+        self.enqueue(
+            want,
+            input.into(),
+            k,
+            None,
+            indices.into(),
+            Some(stream.into()),
+        )
+    }
+
+    /// Enqueues [`min_k_indices`](Self::min_k_indices) on `stream` and returns without waiting.
+    ///
+    /// # Safety
+    /// As [`max_k_async`](Self::max_k_async).
+    pub unsafe fn min_k_indices_async<'s, 'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        k: u64,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<()> {
+        let want = Want { largest: false };
+        self.enqueue(
+            want,
+            input.into(),
+            k,
+            None,
+            indices.into(),
+            Some(stream.into()),
+        )
+    }
+
+    fn blocking<T: TopKElement>(
+        &mut self,
+        want: Want,
+        input: DeviceView<'_, T>,
+        k: u64,
+        values: Option<DeviceViewMut<'_, T>>,
+        indices: DeviceViewMut<'_, u64>,
+    ) -> Result<()> {
+        self.enqueue(want, input, k, values, indices, None)?;
+        crate::driver::synchronize(StreamRef::from(&*self.stream))
+    }
+
+    /// Checks the arguments and hands the call to the dispatch, on `stream` (the handle's if none).
+    fn enqueue<T: TopKElement>(
+        &mut self,
+        want: Want,
+        input: DeviceView<'_, T>,
+        k: u64,
+        values: Option<DeviceViewMut<'_, T>>,
+        indices: DeviceViewMut<'_, u64>,
+        stream: Option<StreamRef<'_>>,
+    ) -> Result<()> {
+        let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
+        let mut call = Call::new(&self.gpu)?;
+        let input = call.input(input, "input")?;
+        let values = values.map(|v| call.output(&v, "values")).transpose()?;
+        let indices = call.output(&indices, "indices")?;
+        if k > input.len {
+            return Err(Error::InvalidArgument(format!(
+                "k = {k} is more than the input's {} elements",
+                input.len
+            )));
+        }
+        for (what, len) in [
+            ("values", values.map(|v| v.len)),
+            ("indices", Some(indices.len)),
+        ] {
+            if let Some(len) = len.filter(|&len| len < k) {
+                return Err(Error::InvalidArgument(format!(
+                    "the {what} output holds {len} elements; it must hold at least k = {k}"
+                )));
+            }
+        }
+        if k == 0 {
+            return Ok(());
+        }
+        // SAFETY: `input` and the outputs are checked, borrowed, disjoint views, the outputs at least k long
+        // and 1 ≤ k ≤ n; the caller keeps them alive until `stream` has passed this work.
+        call.enqueue(stream, || unsafe {
+            dispatch::topk::enqueue(
+                &self.gpu,
+                &mut self.scratch,
+                input,
+                k,
+                want.largest,
+                values,
+                indices,
+                stream,
+            )
+        })
+    }
+}
+
+impl Drop for DeviceTopK {
+    fn drop(&mut self) {
+        // The fields free device memory: make their context current first. Nothing to report a failure to.
+        let _current = self.gpu.make_current();
+        // Async calls may still be using the scratch on any stream: wait for the last use before it is freed.
+        let _ = self.scratch.wait_idle();
+    }
+}

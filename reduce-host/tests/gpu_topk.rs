@@ -1,0 +1,239 @@
+//! GPU tests of `DeviceTopK` against a CPU reference that sorts the indices by value (NaN beyond every
+//! number, −0.0 equal to +0.0, the smaller index first among equals): the indices must be exactly the
+//! reference's first k, and each value the input's element at its index. Ignored without a GPU.
+mod common;
+
+use std::cmp::Ordering;
+
+use common::{NEEDS_GPU, TestElement, download, max_n, rng, upload_at};
+use cust::memory::DeviceBuffer;
+use cust::stream::{Stream, StreamFlags};
+use rand::Rng;
+use reduce_host::{DeviceTopK, DeviceView, Error, TopKElement};
+
+fn handle() -> DeviceTopK {
+    DeviceTopK::new()
+        .expect("GPU tests need a CUDA device (run them with --include-ignored only on a GPU)")
+}
+
+/// `a` before `b` in `max_k`'s order of values: NaN first, then greater first.
+fn by_value<T: TestElement>(a: T, b: T, largest: bool) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+        _ => {
+            let o = a.partial_cmp(&b).expect("numbers compare");
+            if largest { o.reverse() } else { o }
+        }
+    }
+}
+
+/// Every index of `host`, best first (ties by index).
+fn reference<T: TestElement>(host: &[T], largest: bool) -> Vec<u64> {
+    let mut order: Vec<u64> = (0..host.len() as u64).collect();
+    order.sort_by(|&i, &j| by_value(host[i as usize], host[j as usize], largest).then(i.cmp(&j)));
+    order
+}
+
+/// Runs `max_k`/`min_k` for each k on `host` placed at `offset`, checking indices and values.
+fn check<T: TestElement + TopKElement>(
+    topk: &mut DeviceTopK,
+    host: &[T],
+    offset: usize,
+    ks: &[u64],
+    what: &str,
+) {
+    let buf = upload_at(host, offset);
+    let input = DeviceView::from(&buf).slice(offset..offset + host.len());
+    let n = host.len() as u64;
+    for largest in [true, false] {
+        let want = reference(host, largest);
+        for &k in ks.iter().filter(|&&k| k <= n) {
+            let mut values = DeviceBuffer::from_slice(&vec![T::default(); k as usize + 1]).unwrap();
+            let mut indices =
+                DeviceBuffer::from_slice(&vec![u64::MAX - 1; k as usize + 1]).unwrap();
+            if largest {
+                topk.max_k(input, k, &mut values, &mut indices).unwrap();
+            } else {
+                topk.min_k(input, k, &mut values, &mut indices).unwrap();
+            }
+            let (got, vals) = (download(&indices), download(&values));
+            let ctx = format!("{what}: n {n}, offset {offset}, k {k}, largest {largest}");
+            assert_eq!(&got[..k as usize], &want[..k as usize], "{ctx}");
+            assert_eq!(got[k as usize], u64::MAX - 1, "{ctx}: wrote past k");
+            for (j, &i) in got[..k as usize].iter().enumerate() {
+                assert!(
+                    common::same_value(vals[j], host[i as usize]),
+                    "{ctx}: value {j}"
+                );
+            }
+        }
+    }
+}
+
+/// Random values with ties (a fifth drawn from a few values) and the type's specials planted.
+fn input<T: TestElement>(n: usize, seed: u64) -> Vec<T> {
+    let mut r = rng(seed);
+    let pool: Vec<T> = (0..4).map(|_| T::random(&mut r)).collect();
+    let mut v: Vec<T> = (0..n)
+        .map(|_| {
+            if r.random_range(0..5) == 0 {
+                pool[r.random_range(0..pool.len())]
+            } else {
+                T::random(&mut r)
+            }
+        })
+        .collect();
+    for (j, s) in T::specials().into_iter().enumerate() {
+        if n > 0 {
+            let at = (j * 7919 + n / 2) % n;
+            v[at] = s;
+        }
+    }
+    v
+}
+
+fn every_size<T: TestElement + TopKElement>(what: &str) {
+    let mut topk = handle();
+    let sizes = [
+        1usize,
+        2,
+        3,
+        31,
+        33,
+        257,
+        1000,
+        2049,
+        4097,
+        65_537,
+        (1 << 20) + 3,
+    ];
+    for (s, &n) in sizes.iter().enumerate().filter(|(_, n)| **n <= max_n()) {
+        let host = input::<T>(n, 7 + s as u64);
+        let n64 = n as u64;
+        let ks = [1, 2, 7, 64, 1024, 2048, 2049, 5000, n64 / 2, n64 - 1, n64];
+        for offset in [0, 1, 3] {
+            check(&mut topk, &host, offset, &ks, what);
+        }
+    }
+}
+
+macro_rules! every_type {
+    ($($name:ident: $t:ty),*) => {$(
+        #[test]
+        #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+        fn $name() {
+            every_size::<$t>(stringify!($t));
+        }
+    )*};
+}
+
+every_type!(
+    every_size_f32: f32, every_size_f64: f64, every_size_f16: reduce_host::F16,
+    every_size_bf16: reduce_host::BF16, every_size_i32: i32, every_size_u32: u32,
+    every_size_i64: i64, every_size_u64: u64, every_size_u8: u8
+);
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn ties_nan_and_zeros_follow_the_rule() {
+    let _ = NEEDS_GPU;
+    let mut topk = handle();
+    // All equal: the first k indices, in order.
+    let same = vec![1.5f32; 10_000];
+    check(&mut topk, &same, 0, &[1, 100, 9_999, 10_000], "all equal");
+    // NaN above +∞ for max_k and below −∞ for min_k; −0.0 and +0.0 tie.
+    let x = [
+        0.0f32,
+        f32::INFINITY,
+        -0.0,
+        f32::NAN,
+        f32::NEG_INFINITY,
+        -f32::NAN,
+        0.0,
+    ];
+    let buf = DeviceBuffer::from_slice(&x).unwrap();
+    let mut idx = DeviceBuffer::from_slice(&[0u64; 7]).unwrap();
+    topk.max_k_indices(&buf, 7, &mut idx).unwrap();
+    assert_eq!(download(&idx), [3, 5, 1, 0, 2, 6, 4]);
+    topk.min_k_indices(&buf, 7, &mut idx).unwrap();
+    assert_eq!(download(&idx), [3, 5, 4, 0, 2, 6, 1]);
+    // The values are the input's bits: −0.0 stays −0.0, the NaN's payload stays.
+    let mut vals = DeviceBuffer::from_slice(&[0f32; 7]).unwrap();
+    topk.min_k(&buf, 7, &mut vals, &mut idx).unwrap();
+    let got: Vec<u32> = download(&vals).iter().map(|v| v.to_bits()).collect();
+    let want: Vec<u32> = [3usize, 5, 4, 0, 2, 6, 1]
+        .iter()
+        .map(|&i| x[i].to_bits())
+        .collect();
+    assert_eq!(got, want);
+    // 16 distinct values in 1M: ties at the boundary go through the index bytes.
+    let mut r = rng(99);
+    let few: Vec<f32> = (0..(1 << 20))
+        .map(|_| r.random_range(0..16) as f32)
+        .collect();
+    check(
+        &mut topk,
+        &few,
+        0,
+        &[1, 65_536, 65_537, 100_000, 600_000],
+        "16 values",
+    );
+    // Sorted both ways.
+    let up: Vec<i32> = (0..300_000).collect();
+    let down: Vec<i32> = (0..300_000).rev().collect();
+    check(&mut topk, &up, 0, &[1, 3000, 300_000], "ascending");
+    check(&mut topk, &down, 0, &[1, 3000, 300_000], "descending");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn bad_arguments_write_nothing() {
+    let mut topk = handle();
+    let x = DeviceBuffer::from_slice(&[1.0f32, 2.0, 3.0]).unwrap();
+    let mut vals = DeviceBuffer::from_slice(&[9.0f32; 4]).unwrap();
+    let mut idx = DeviceBuffer::from_slice(&[9u64; 4]).unwrap();
+    let err = topk.max_k(&x, 4, &mut vals, &mut idx).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    let short = DeviceView::from(&idx).len();
+    assert_eq!(short, 4);
+    let mut two = DeviceBuffer::from_slice(&[9u64; 2]).unwrap();
+    let err = topk.max_k(&x, 3, &mut vals, &mut two).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    topk.max_k(&x, 0, &mut vals, &mut idx).unwrap();
+    assert_eq!(download(&idx), [9; 4]);
+    assert_eq!(download(&vals), [9.0; 4]);
+    assert_eq!(download(&two), [9; 2]);
+    let empty = DeviceBuffer::from_slice(&[0f32; 0]).unwrap();
+    topk.min_k(&empty, 0, &mut vals, &mut idx).unwrap();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn large_k_merges_and_async_calls_agree() {
+    let mut topk = handle();
+    let n = (1usize << 21) + 15;
+    if n > max_n() {
+        return;
+    }
+    let host = input::<f32>(n, 5);
+    check(
+        &mut topk,
+        &host,
+        0,
+        &[(1 << 18) + 1, 1 << 20, n as u64],
+        "large k",
+    );
+    let buf = DeviceBuffer::from_slice(&host).unwrap();
+    let k = 100_000u64;
+    let mut a = DeviceBuffer::from_slice(&vec![0u64; k as usize]).unwrap();
+    let mut b = DeviceBuffer::from_slice(&vec![0u64; k as usize]).unwrap();
+    let mut v = DeviceBuffer::from_slice(&vec![0f32; k as usize]).unwrap();
+    topk.max_k(&buf, k, &mut v, &mut a).unwrap();
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    // SAFETY: the buffers outlive the synchronize below and nothing else touches them.
+    unsafe { topk.max_k_indices_async(&buf, k, &mut b, &stream).unwrap() };
+    stream.synchronize().unwrap();
+    assert_eq!(download(&a), download(&b));
+}

@@ -52,6 +52,11 @@
 //! buffer and counts them: [`select_if`](DeviceSelect::select_if) in unspecified order (warp-aggregated
 //! atomics), [`select_if_stable`](DeviceSelect::select_if_stable) and
 //! [`select_flagged`](DeviceSelect::select_flagged) in input order (one pass, decoupled look-back).
+//!
+//! # Top-k
+//! [`DeviceTopK`] writes the k greatest ([`max_k`](DeviceTopK::max_k)) or least
+//! ([`min_k`](DeviceTopK::min_k)) elements and their indices, sorted best first, with one answer for every
+//! input: ties go to the smaller index, NaN counts as beyond ±∞.
 #![warn(missing_docs)]
 
 #[doc(hidden)]

@@ -71,12 +71,6 @@ pub struct DeviceTopK {
 
 handle_basics!(DeviceTopK);
 
-/// Which end of the order the call seeks.
-#[derive(Clone, Copy)]
-struct Want {
-    largest: bool,
-}
-
 impl DeviceTopK {
     /// A handle on an opened device; several handles can share one [`Gpu`].
     pub fn with_gpu(gpu: &Gpu) -> Result<Self> {
@@ -99,13 +93,7 @@ impl DeviceTopK {
         indices: impl Into<DeviceViewMut<'b, u64>>,
     ) -> Result<()> {
         let values = values.into();
-        self.blocking(
-            Want { largest: true },
-            input.into(),
-            k,
-            Some(values),
-            indices.into(),
-        )
+        self.blocking(true, input.into(), k, Some(values), indices.into())
     }
 
     /// Writes the `k` least elements of `input` to `values[..k]` and their indices to `indices[..k]`, least
@@ -118,13 +106,7 @@ impl DeviceTopK {
         indices: impl Into<DeviceViewMut<'b, u64>>,
     ) -> Result<()> {
         let values = values.into();
-        self.blocking(
-            Want { largest: false },
-            input.into(),
-            k,
-            Some(values),
-            indices.into(),
-        )
+        self.blocking(false, input.into(), k, Some(values), indices.into())
     }
 
     /// [`max_k`](Self::max_k) writing only the indices.
@@ -134,13 +116,7 @@ impl DeviceTopK {
         k: u64,
         indices: impl Into<DeviceViewMut<'b, u64>>,
     ) -> Result<()> {
-        self.blocking(
-            Want { largest: true },
-            input.into(),
-            k,
-            None,
-            indices.into(),
-        )
+        self.blocking(true, input.into(), k, None, indices.into())
     }
 
     /// [`min_k`](Self::min_k) writing only the indices.
@@ -150,13 +126,7 @@ impl DeviceTopK {
         k: u64,
         indices: impl Into<DeviceViewMut<'b, u64>>,
     ) -> Result<()> {
-        self.blocking(
-            Want { largest: false },
-            input.into(),
-            k,
-            None,
-            indices.into(),
-        )
+        self.blocking(false, input.into(), k, None, indices.into())
     }
 
     /// Enqueues [`max_k`](Self::max_k) on `stream` and returns without waiting.
@@ -174,10 +144,10 @@ impl DeviceTopK {
         indices: impl Into<DeviceViewMut<'b, u64>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let want = Want { largest: true };
+        let largest = true;
         let values = Some(values.into());
         self.enqueue(
-            want,
+            largest,
             input.into(),
             k,
             values,
@@ -198,10 +168,10 @@ impl DeviceTopK {
         indices: impl Into<DeviceViewMut<'b, u64>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let want = Want { largest: false };
+        let largest = false;
         let values = Some(values.into());
         self.enqueue(
-            want,
+            largest,
             input.into(),
             k,
             values,
@@ -221,9 +191,9 @@ impl DeviceTopK {
         indices: impl Into<DeviceViewMut<'b, u64>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let want = Want { largest: true };
+        let largest = true;
         self.enqueue(
-            want,
+            largest,
             input.into(),
             k,
             None,
@@ -243,9 +213,9 @@ impl DeviceTopK {
         indices: impl Into<DeviceViewMut<'b, u64>>,
         stream: impl Into<StreamRef<'s>>,
     ) -> Result<()> {
-        let want = Want { largest: false };
+        let largest = false;
         self.enqueue(
-            want,
+            largest,
             input.into(),
             k,
             None,
@@ -256,20 +226,21 @@ impl DeviceTopK {
 
     fn blocking<T: TopKElement>(
         &mut self,
-        want: Want,
+        largest: bool,
         input: DeviceView<'_, T>,
         k: u64,
         values: Option<DeviceViewMut<'_, T>>,
         indices: DeviceViewMut<'_, u64>,
     ) -> Result<()> {
-        self.enqueue(want, input, k, values, indices, None)?;
+        self.enqueue(largest, input, k, values, indices, None)?;
         crate::driver::synchronize(StreamRef::from(&*self.stream))
     }
 
-    /// Checks the arguments and hands the call to the dispatch, on `stream` (the handle's if none).
+    /// Checks the arguments and hands the call to the dispatch, on `stream` (the handle's if none): the `k`
+    /// greatest elements when `largest` (`max_k`), else the least.
     fn enqueue<T: TopKElement>(
         &mut self,
-        want: Want,
+        largest: bool,
         input: DeviceView<'_, T>,
         k: u64,
         values: Option<DeviceViewMut<'_, T>>,
@@ -308,7 +279,7 @@ impl DeviceTopK {
                 &mut self.scratch,
                 input,
                 k,
-                want.largest,
+                largest,
                 values,
                 indices,
                 stream,

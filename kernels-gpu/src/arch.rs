@@ -195,6 +195,18 @@ pub unsafe fn atomic_add_u64(p: *mut u64, v: u64) -> u64 {
     old
 }
 
+/// Atomically `*p = max(*p, v)` at GPU scope (`red`: no value comes back).
+///
+/// # Safety
+/// `p` must point to a valid, 8-byte aligned `u64` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_max_u64(p: *mut u64, v: u64) {
+    // SAFETY: the caller guarantees `p` is a valid global u64.
+    unsafe {
+        asm!("red.relaxed.gpu.global.max.u64 [{0}], {1};", in(reg64) p, in(reg64) v, options(nostack))
+    };
+}
+
 /// Global-memory atomic add used by the `Atomic` combine strategy (`red`: no value comes back).
 pub trait AtomicAdd: Copy {
     /// Adds `v` to `*p` at GPU scope.

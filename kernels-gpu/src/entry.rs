@@ -311,46 +311,27 @@ macro_rules! statistic_kernels {
 }
 reduce_contract::statistics!(statistic_kernels);
 
+/// One exported kernel per top-k pass of element type `$ty`, each calling `crate::topk::<pass>` once the
+/// pass before it has finished.
+macro_rules! topk_passes {
+    ($ty:ident: $($pass:ident)*) => {$(
+        #[unsafe(export_name = kernel_name!(topk $pass $ty))]
+        pub unsafe extern "ptx-kernel" fn $pass(p: Params) {
+            // Each pass reads what the one before wrote: the host may launch it before that one ends
+            // (programmatic dependent launch), so it waits here, and lets the next one launch early.
+            crate::arch::launch_dependents();
+            crate::arch::wait_for_primary();
+            unsafe { crate::topk::$pass(p) }
+        }
+    )*};
+}
+
 macro_rules! topk_kernels {
     ($($ty:ident),* $(,)?) => {$(
         mod ${concat(topk_, $ty)} {
             use super::*;
             type Params = reduce_contract::params::TopKParams<elem::$ty>;
-
-            #[unsafe(export_name = kernel_name!(topk histogram $ty))]
-            pub unsafe extern "ptx-kernel" fn histogram(p: Params) {
-                unsafe { crate::topk::histogram(p) }
-            }
-
-            #[unsafe(export_name = kernel_name!(topk pick $ty))]
-            pub unsafe extern "ptx-kernel" fn pick(p: Params) {
-                unsafe { crate::topk::pick(p) }
-            }
-
-            #[unsafe(export_name = kernel_name!(topk filter $ty))]
-            pub unsafe extern "ptx-kernel" fn filter(p: Params) {
-                unsafe { crate::topk::filter(p) }
-            }
-
-            #[unsafe(export_name = kernel_name!(topk sort $ty))]
-            pub unsafe extern "ptx-kernel" fn sort(p: Params) {
-                unsafe { crate::topk::sort(p) }
-            }
-
-            #[unsafe(export_name = kernel_name!(topk sort_block $ty))]
-            pub unsafe extern "ptx-kernel" fn sort_block(p: Params) {
-                unsafe { crate::topk::sort_block(p) }
-            }
-
-            #[unsafe(export_name = kernel_name!(topk merge $ty))]
-            pub unsafe extern "ptx-kernel" fn merge(p: Params) {
-                unsafe { crate::topk::merge(p) }
-            }
-
-            #[unsafe(export_name = kernel_name!(topk gather $ty))]
-            pub unsafe extern "ptx-kernel" fn gather(p: Params) {
-                unsafe { crate::topk::gather(p) }
-            }
+            topk_passes!($ty: histogram pick split level fill sort sort_block merge gather);
         }
     )*};
 }

@@ -323,7 +323,7 @@ where
             n,
             arch::global_thread_idx(),
             arch::grid_threads(),
-            |x, ok| Ta::tally(counters, if ok { binning.bin(x) } else { None }),
+            |x, _, ok| Ta::tally(counters, if ok { binning.bin(x) } else { None }),
         )
     };
 }

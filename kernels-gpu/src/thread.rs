@@ -141,8 +141,9 @@ where
     acc
 }
 
-/// Calls `f(x, valid)` for each element `x` of this thread's grid-stride share of `input[0..n]`, with the
-/// same partition as [`reduce`]: the unaligned head, 16-byte vectors `t, t + threads, …`, then the tail.
+/// Calls `f(x, i, valid)` for each element `x = input[i]` of this thread's grid-stride share of
+/// `input[0..n]`, with the same partition as [`reduce`]: the unaligned head, 16-byte vectors
+/// `t, t + threads, …`, then the tail. (A caller that ignores `i` pays nothing for it.)
 ///
 /// The calls are **warp-uniform**: every lane of a warp makes the same number of calls, in step, and lanes
 /// with nothing to contribute pass `valid == false` (with an arbitrary `x`, to be ignored). So `f` may use
@@ -159,7 +160,7 @@ pub unsafe fn for_each<T: Vectorize + Default>(
     n: u64,
     t: u64,
     threads: u64,
-    mut f: impl FnMut(T, bool),
+    mut f: impl FnMut(T, u64, bool),
 ) {
     let lanes = T::LANES as u64;
     let size = size_of::<T>() as u64;
@@ -180,7 +181,7 @@ pub unsafe fn for_each<T: Vectorize + Default>(
     };
 
     let (x, ok) = element(t, t < head);
-    f(x, ok);
+    f(x, t, ok);
     // SAFETY: `input + head` is 16-byte aligned (head skips the misaligned elements) and in bounds.
     let body = unsafe { input.add(head as usize) } as *const Vec16<T::Array>;
     // `threads % 32 == 0`, so `v & 31` stays the lane and `v | 31` is the warp's last lane's vector: a trip's
@@ -197,7 +198,8 @@ pub unsafe fn for_each<T: Vectorize + Default>(
         unroll!(K in [0, 1, 2, 3] {
             // SAFETY: written just above.
             let vec = unsafe { x[K].assume_init_ref() };
-            each_index!(I < T::LANES, { f(T::lane(vec, I), true) });
+            let at = head + (v + K as u64 * threads) * lanes;
+            each_index!(I < T::LANES, { f(T::lane(vec, I), at + I as u64, true) });
         });
         v += UNROLL * threads;
     }
@@ -207,9 +209,10 @@ pub unsafe fn for_each<T: Vectorize + Default>(
         let ok = v < vectors;
         // SAFETY: the loop condition gives vectors >= 1, and min(v, vectors - 1) < vectors.
         let vec = unsafe { arch::load_vec16(body.add(v.min(vectors - 1) as usize)) };
-        each_index!(I < T::LANES, { f(T::lane(&vec, I), ok) });
+        let at = head + v * lanes;
+        each_index!(I < T::LANES, { f(T::lane(&vec, I), at + I as u64, ok) });
         v += threads;
     }
     let (x, ok) = element(tail + t, tail + t < n);
-    f(x, ok);
+    f(x, tail + t, ok);
 }

@@ -1,27 +1,31 @@
-//! Top-k (device-wide): a radix select over composite keys, then a sort of the k selected. The rule, the
-//! keys and the order of the passes are the contract's ([`reduce_contract::topk`]); this holds the
-//! kernel bodies.
+//! Top-k (device-wide): a radix select over composite keys that reads the input about twice, then a sort
+//! of the k selected. The rule, the keys and the order of the passes are the contract's
+//! ([`reduce_contract::topk`]); this holds the kernel bodies.
 //!
-//! - [`histogram`]: counts the next byte of every composite key that matches the prefix, per block in
-//!   shared memory (a warp's lanes with the same byte add once, `match.any`), then into the state.
-//! - [`pick`]: one block scans the buckets from the top and extends the prefix.
-//! - [`filter`]: copies the elements whose composite key is at least the threshold (exactly k), each
-//!   warp reserving its room with one atomic add.
-//! - [`sort`] (k ≤ [`SORT_TILE`]): one block sorts them in shared memory and writes the results.
-//! - [`sort_block`], [`merge`] and [`gather`] (larger k): sorted runs of [`SORT_TILE`], merged pairwise
-//!   (merge path), then the results.
+//! - [`histogram`]: the first digit of every value key, per block in shared memory, then into the state;
+//!   and whether any two keys differ.
+//! - [`pick`]: one block scans a histogram from the top, finds the bucket of the k-th key, and decides
+//!   where the next [`level`] reads and whether it buffers.
+//! - [`split`] (after the first digit) and [`level`] (after the others): one pass over the input or a
+//!   candidate buffer ([`Pass`]): selects what lies above the chosen bucket, counts the chosen bucket's
+//!   entries by their next digit (and their index's top digit), and copies them to the other buffer.
+//! - [`fill`]: the answer when every key is equal, the first k elements.
+//! - [`sort`] (k ≤ [`SORT_TILE`]): one block sorts the selected pairs in shared memory and writes the
+//!   results; [`sort_block`], [`merge`] and [`gather`] for larger k: sorted runs of [`SORT_TILE`], merged
+//!   pairwise (merge path), then the results.
 use crate::op::Plus;
 use reduce_contract::params::TopKParams;
 use reduce_contract::topk::{
-    BUCKETS, MERGE_ITEMS, SORT_TILE, State, TopKElement, before, composite, digit, value_key,
+    ALL_EQUAL, BUCKETS, DIGIT_BITS, FROM_INPUT, MERGE_ITEMS, PENDING, RUNNING, SELECTED, SORT_TILE,
+    STAGE, State, THREADS, TopKElement, before, composite, digit, same_above, value_key,
 };
 
 use crate::arch::{self, block_dim, global_thread_idx, grid_threads, lane_id, thread_idx};
 use crate::block_scan;
+use crate::shuffle::shfl_idx;
+use crate::thread::{self, Vectorize};
+use crate::tile::Tile;
 use crate::warp::{self, FULL_MASK};
-
-/// Elements each thread loads before it counts them: loads in flight.
-const UNROLL: u64 = 4;
 
 /// Reads element `i`.
 ///
@@ -33,176 +37,758 @@ unsafe fn element<T: Copy>(p: &TopKParams<T>, i: u64) -> T {
     unsafe { p.input.add(i as usize).read() }
 }
 
-/// Counts the pass's byte of the composite keys that match the prefix into `state.histogram`.
+/// Reads a field of the state (a plain load: earlier kernels of the stream wrote it).
+macro_rules! state {
+    ($p:expr, $field:ident) => {
+        // SAFETY: the state is valid for the whole select (every kernel's caller).
+        unsafe { (&raw const (*$p.state).$field).read() }
+    };
+}
+
+/// Writes a field of the state; one thread of the grid at a time.
+macro_rules! set_state {
+    ($p:expr, $field:ident, $value:expr) => {
+        // SAFETY: valid (as above); the callers write from one thread, read by later kernels only.
+        unsafe { (&raw mut (*$p.state).$field).write($value) }
+    };
+}
+
+/// Adds one to the shared counter of `bucket` for each lane where `valid`; a warp whose lanes all count
+/// the same bucket adds 32 once, so all-equal data does not queue 32 atomics on one word.
 ///
 /// # Safety
-/// `p.input` valid for `p.n` reads, `p.state` for reads and atomic adds; `BUCKETS` `u32`s of dynamic shared
-/// memory; a grid of whole warps.
+/// The whole warp calls it together; `counts` is a [`arch::shared_window`] address of counters that
+/// `bucket` indexes in range wherever `valid`.
 #[inline(always)]
-pub unsafe fn histogram<T: TopKElement + Copy>(p: TopKParams<T>) {
-    // SAFETY: the state is valid (caller); the previous pass's pick wrote it before this launch.
-    let state = unsafe { &*p.state };
-    if state.done != 0 {
-        return;
+unsafe fn tally(counts: u32, bucket: u32, valid: bool) {
+    // SAFETY: the whole warp is here (caller).
+    let first = unsafe { shfl_idx(bucket, 0, 32, FULL_MASK) };
+    // SAFETY: as above.
+    if unsafe { warp::all(FULL_MASK, valid && bucket == first) } {
+        if lane_id() == 0 {
+            // SAFETY: in range (caller).
+            unsafe { arch::shared_add_u32(counts + 4 * first, 32) };
+        }
+    } else if valid {
+        // SAFETY: in range (caller).
+        unsafe { arch::shared_add_u32(counts + 4 * bucket, 1) };
     }
-    let prefix = state.threshold();
-    let passes = T::KEY_BYTES + p.index_bytes;
-    let largest = p.largest != 0;
-    // SAFETY: BUCKETS u32s of dynamic shared memory (caller).
-    let counts = unsafe { arch::shared::<u32>() };
+}
+
+/// A warp's staging area for appended `(key, index)` pairs: lanes add their pairs in shared memory, and a
+/// full stage goes out with one atomic on the output's counter and coalesced stores. Appending straight to
+/// the output would take an atomic on one global counter per warp and element step: on data where many
+/// elements land in the chosen bucket, millions of atomics on one address.
+struct Stage {
+    /// `STAGE` keys, then `STAGE` indices, in this warp's part of shared memory.
+    keys: *mut u64,
+    indices: *mut u64,
+    /// Pairs staged (the same in every lane).
+    len: u32,
+    /// The output's counter and arrays.
+    counter: *mut u64,
+    out_keys: *mut u64,
+    out_indices: *mut u64,
+}
+
+impl Stage {
+    /// Stage `i` (0 or 1) of this warp, at `base`: `2 · warps` stages of `STAGE` pairs.
+    ///
+    /// # Safety
+    /// `base` valid shared memory for the stages of every warp of the block.
+    #[inline(always)]
+    unsafe fn new(base: *mut u64, i: u32, counter: *mut u64, out: (*mut u64, *mut u64)) -> Self {
+        let at = (2 * arch::warp_id() + i) * 2 * STAGE;
+        // SAFETY: inside the stages (caller).
+        let keys = unsafe { base.add(at as usize) };
+        Stage {
+            keys,
+            // SAFETY: as above.
+            indices: unsafe { keys.add(STAGE as usize) },
+            len: 0,
+            counter,
+            out_keys: out.0,
+            out_indices: out.1,
+        }
+    }
+
+    /// Appends `(key, index)` from each lane where `keep`.
+    ///
+    /// # Safety
+    /// The whole warp calls it together; the output has room for every pair the counter hands out.
+    #[inline(always)]
+    unsafe fn push(&mut self, keep: bool, key: u64, index: u64) {
+        // SAFETY: the whole warp is here (caller).
+        let kept = unsafe { warp::ballot(FULL_MASK, keep) };
+        if kept == 0 {
+            return;
+        }
+        if self.len + kept.count_ones() > STAGE {
+            // SAFETY: as above (the condition is the same in every lane).
+            unsafe { self.flush() };
+        }
+        if keep {
+            let at = (self.len + (kept & warp::lanemask_lt()).count_ones()) as usize;
+            // SAFETY: at < len + popc ≤ STAGE.
+            unsafe {
+                self.keys.add(at).write(key);
+                self.indices.add(at).write(index);
+            }
+        }
+        self.len += kept.count_ones();
+    }
+
+    /// Copies the staged pairs out and empties the stage.
+    ///
+    /// # Safety
+    /// As [`push`](Self::push).
+    #[inline(always)]
+    unsafe fn flush(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        // SAFETY: the whole warp (caller): the lanes' shared writes are seen by every lane after this.
+        unsafe { warp::sync_warp(FULL_MASK) };
+        let mut base = 0u64;
+        if lane_id() == 0 {
+            // SAFETY: a valid global counter (caller).
+            base = unsafe { arch::atomic_add_u64(self.counter, self.len as u64) };
+        }
+        // SAFETY: the whole warp.
+        let base = unsafe { shfl_idx(base, 0, 32, FULL_MASK) };
+        let mut j = lane_id();
+        while j < self.len {
+            // SAFETY: j < len staged pairs; the output has room (caller).
+            unsafe {
+                let at = (base + j as u64) as usize;
+                self.out_keys
+                    .add(at)
+                    .write(self.keys.add(j as usize).read());
+                self.out_indices
+                    .add(at)
+                    .write(self.indices.add(j as usize).read());
+            }
+            j += 32;
+        }
+        // SAFETY: the whole warp: every lane has read the stage before any lane refills it.
+        unsafe { warp::sync_warp(FULL_MASK) };
+        self.len = 0;
+    }
+}
+
+/// Folds the warp's least and greatest keys into the state's `not_least` (the least's complement, so
+/// that zero means "none yet" for both) and `greatest`.
+///
+/// # Safety
+/// The whole warp calls it together; the state valid.
+#[inline(always)]
+unsafe fn extremes(state: *mut State, lo: u64, hi: u64) {
+    // SAFETY: the whole warp is here (caller).
+    let (lo, hi) = unsafe {
+        (
+            warp::min_u64(lo, 32, FULL_MASK),
+            !warp::min_u64(!hi, 32, FULL_MASK),
+        )
+    };
+    if lane_id() == 0 && lo <= hi {
+        // SAFETY: valid (caller).
+        unsafe {
+            arch::atomic_max_u64(&raw mut (*state).not_least, !lo);
+            arch::atomic_max_u64(&raw mut (*state).greatest, hi);
+        }
+    }
+}
+
+/// Zeroes `len` shared counters at `counts`, then waits for the block.
+///
+/// # Safety
+/// `counts` valid shared memory for `len` `u32`s; the whole block calls it.
+#[inline(always)]
+unsafe fn zero_shared(counts: *mut u32, len: usize) {
     let mut b = thread_idx() as usize;
-    while b < BUCKETS {
-        // SAFETY: b < BUCKETS.
+    while b < len {
+        // SAFETY: b < len.
         unsafe { counts.add(b).write(0) };
         b += block_dim() as usize;
     }
     // SAFETY: every thread reaches this barrier.
     unsafe { arch::sync_threads() };
-    let lane = lane_id() as u64;
-    let threads = grid_threads();
-    // Warp-uniform trips: every lane takes part in each `match.any`.
-    let mut first = global_thread_idx() - lane;
-    while first < p.n {
-        let mut keys = [0u128; UNROLL as usize];
-        let mut valid = [false; UNROLL as usize];
-        each_index!(U < UNROLL as usize, {
-            let i = first + lane + U as u64 * threads;
-            if i < p.n {
-                // SAFETY: i < n.
-                let x = unsafe { element(&p, i) };
-                keys[U] = composite(value_key(x, largest), i, p.index_bytes);
-                valid[U] = true;
-            }
-        });
-        each_index!(U < UNROLL as usize, {
-            let (d, matches) = digit(keys[U], prefix, p.pass, passes);
-            let bucket = if valid[U] && matches {
-                d as u32
-            } else {
-                u32::MAX
-            };
-            // SAFETY: the whole warp is here (warp-uniform loop).
-            let peers = unsafe { warp::match_any(FULL_MASK, bucket) };
-            if bucket != u32::MAX && peers.trailing_zeros() == lane_id() {
-                // SAFETY: bucket < BUCKETS; shared memory of this block.
-                unsafe {
-                    arch::shared_add_u32(
-                        arch::shared_window(counts.add(bucket as usize)),
-                        peers.count_ones(),
-                    )
-                };
-            }
-        });
-        first += UNROLL * threads;
-    }
+}
+
+/// Waits for the block, then adds the `len` shared counters at `counts` into `out`, skipping zeros.
+///
+/// # Safety
+/// As [`zero_shared`]; `out` valid global memory for `len` `u64`s.
+#[inline(always)]
+unsafe fn flush_shared(counts: *const u32, out: *mut u64, len: usize) {
     // SAFETY: every thread reaches this barrier.
     unsafe { arch::sync_threads() };
     let mut b = thread_idx() as usize;
-    while b < BUCKETS {
-        // SAFETY: b < BUCKETS; the state's histogram has BUCKETS counters.
+    while b < len {
+        // SAFETY: b < len in both.
         unsafe {
             let c = counts.add(b).read();
             if c != 0 {
-                arch::atomic_add_u64((*p.state).histogram.as_mut_ptr().add(b), c as u64);
+                arch::atomic_add_u64(out.add(b), c as u64);
             }
         }
         b += block_dim() as usize;
     }
 }
 
-/// Finds the bucket of the pass in which the k-th greatest composite key lies, extends the prefix with
-/// it, and zeroes the counts for the next pass. One block of [`THREADS`](reduce_contract::topk::THREADS).
+/// Bits of the value keys of `T`.
+#[inline(always)]
+const fn key_bits<T: TopKElement>() -> u32 {
+    8 * T::KEY_BYTES
+}
+
+/// The first digit's width for `T` (the device's, at most the key's bits).
+#[inline(always)]
+fn first_width<T: TopKElement>(p: &TopKParams<T>) -> u32 {
+    p.first_bits.min(key_bits::<T>())
+}
+
+/// Counts the first digit of every value key into `state.first`, and marks `state.mixed` if any two keys
+/// differ.
 ///
 /// # Safety
-/// `p.state` valid; a block of exactly `BUCKETS` threads with the block scan's shared memory.
+/// `p.input` valid for `p.n` reads, `p.state` zeroed; `4 << first_bits` bytes
+/// of dynamic shared memory; a grid of whole warps.
+#[inline(always)]
+pub unsafe fn histogram<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
+    let width = first_width(&p);
+    let buckets = 1usize << width;
+    // SAFETY: 4 << first_bits bytes of dynamic shared memory (caller).
+    let counts = unsafe { arch::shared::<u32>() };
+    // SAFETY: the whole block; `buckets` counters.
+    unsafe { zero_shared(counts, buckets) };
+    // SAFETY: shared memory.
+    let window = unsafe { arch::shared_window(counts) };
+    let largest = p.largest != 0;
+    // Every key is compared with the first element's: all equal is the one case the histogram alone
+    // decides, and a compare is cheaper than a running least and greatest.
+    // SAFETY: n ≥ k ≥ 1 (caller).
+    let reference = value_key(unsafe { element(&p, 0) }, largest);
+    let mut mixed = false;
+    // A run of equal buckets in this thread's elements is counted with one atomic when it ends: equal
+    // and sorted data, whose warps would all hit one counter, add once per run instead.
+    let (mut run, mut length) = (0u32, 0u32);
+    // SAFETY: the input (caller); a key's top `width` bits are below `buckets`, the counters' range.
+    unsafe {
+        thread::for_each(
+            p.input,
+            p.n,
+            global_thread_idx(),
+            grid_threads(),
+            |x, _, ok| {
+                let key = value_key(x, largest);
+                let bucket = top_digit::<T>(key, width);
+                mixed |= ok && key != reference;
+                if ok && bucket == run {
+                    length += 1;
+                } else if ok {
+                    if length != 0 {
+                        arch::shared_add_u32(window + 4 * run, length);
+                    }
+                    (run, length) = (bucket, 1);
+                }
+            },
+        );
+        if length != 0 {
+            arch::shared_add_u32(window + 4 * run, length);
+        }
+    }
+    // SAFETY: the state's first histogram has FIRST_BUCKETS ≥ buckets counters; the whole block.
+    unsafe {
+        flush_shared(counts, (&raw mut (*p.state).first).cast::<u64>(), buckets);
+        if warp::any(FULL_MASK, mixed) && lane_id() == 0 {
+            arch::atomic_max_u64(&raw mut (*p.state).mixed, 1);
+        }
+    }
+}
+
+/// Finds the bucket of the level's digit in which the k-th greatest composite key lies, extends the
+/// prefix with it, decides where the level's pass reads and whether it buffers, and zeroes the counts
+/// that pass fills. One block.
+///
+/// # Safety
+/// `p.state` valid, as the previous kernels left it; a block of whole warps with the block scan's shared
+/// memory ([`PICK_SHARED`]).
 #[inline(always)]
 pub unsafe fn pick<T: TopKElement>(p: TopKParams<T>) {
-    let state = p.state;
-    // SAFETY: valid (caller); uniform across the block, so the early return is too.
-    if unsafe { (*state).done } != 0 {
+    // Uniform across the block, so the early returns are too.
+    if state!(p, done) != RUNNING {
         return;
     }
-    let t = thread_idx() as usize;
-    // Thread t holds bucket 255 − t: the exclusive scan gives the count of every greater bucket.
-    let bucket = BUCKETS - 1 - t;
-    // SAFETY: the state is valid (caller); thread t < BUCKETS (the launch), so bucket < BUCKETS.
-    let counts = unsafe { (&raw mut (*state).histogram).cast::<u64>() };
-    // SAFETY: as above.
-    let count = unsafe { counts.add(bucket).read() };
-    // SAFETY: the whole block calls it, with the scan's shared memory (caller).
-    let (above, _) = unsafe { block_scan::exclusive_scan::<Plus<u64>>(count) };
-    let passes = T::KEY_BYTES + p.index_bytes;
-    // SAFETY: read by every thread before the barrier below, written by one thread after it.
-    let remaining = if p.pass == 0 {
-        p.k
+    let t = thread_idx();
+    if state!(p, take_all) != 0 {
+        if t == 0 {
+            set_state!(p, done, SELECTED);
+        }
+        return;
+    }
+    let ib = p.index_bits;
+    let (least, greatest) = (!state!(p, not_least), state!(p, greatest));
+    let previous = state!(p, shift);
+    // SAFETY (pointers): fields of the valid state.
+    let (counts, shift, width, prefix, wanted) = if p.level == 0 {
+        if state!(p, mixed) == 0 {
+            if t == 0 {
+                set_state!(p, done, ALL_EQUAL);
+            }
+            return;
+        }
+        let width = first_width(&p);
+        let first = unsafe { (&raw const (*p.state).first).cast::<u64>() };
+        (first, key_bits::<T>() + ib - width, width, 0u128, p.k)
+    } else if least == greatest && previous > ib {
+        // One value key in the whole bucket: its remaining key digits are known; go to the index's.
+        let width = DIGIT_BITS.min(ib);
+        let index = unsafe { (&raw const (*p.state).index).cast::<u64>() };
+        (
+            index,
+            ib - width,
+            width,
+            (least as u128) << ib,
+            state!(p, remaining),
+        )
     } else {
-        unsafe { (*state).remaining }
+        let width = state!(p, next_width);
+        let next = unsafe { (&raw const (*p.state).next).cast::<u64>() };
+        let prefix = (state!(p, prefix)[1] as u128) << 64 | state!(p, prefix)[0] as u128;
+        (next, previous - width, width, prefix, state!(p, remaining))
+    };
+    // Warp w holds `chunk` buckets (whole rounds of 32) from the top down, bucket `top − 1 − 32 r − lane`
+    // in round r: coalesced loads, and a block scan of the warps' totals gives the count above each chunk.
+    let buckets = 1usize << width;
+    let warps = (block_dim() / 32).max(1) as usize;
+    let lane = lane_id() as usize;
+    let chunk = buckets.div_ceil(warps).next_multiple_of(32);
+    let top = buckets.saturating_sub(arch::warp_id() as usize * chunk);
+    let bottom = top.saturating_sub(chunk);
+    let rounds = (top - bottom).div_ceil(32);
+    let read = |r: usize| {
+        let b = (top - bottom).wrapping_sub(1 + 32 * r + lane);
+        // SAFETY: bottom + b < top ≤ buckets, inside the histogram.
+        (b < top - bottom).then(|| (bottom + b, unsafe { counts.add(bottom + b).read() }))
+    };
+    let mut mine = 0u64;
+    for r in 0..rounds {
+        mine += read(r).map_or(0, |(_, c)| c);
+    }
+    let warp = Tile::<32>::new();
+    // SAFETY: whole warps, converged; then the whole block, with the scan's shared memory (caller).
+    let (warp_above, warp_total) = unsafe {
+        let (_, warp_total) = warp.scan::<Plus<u64>>(mine);
+        let (above, _) = block_scan::exclusive_scan::<Plus<u64>>(mine);
+        (warp.shfl(above, 0), warp_total)
     };
     // SAFETY: every thread reaches this barrier (all reads of the state above are done).
     unsafe { arch::sync_threads() };
-    if count > 0 && above < remaining && remaining <= above + count {
-        let left = remaining - above;
-        let shift = 8 * (passes - 1 - p.pass);
-        // SAFETY: one thread writes (the buckets' ranges are disjoint); valid (caller).
-        unsafe {
-            let prefix = (*state).threshold() | ((bucket as u128) << shift);
-            (*state).prefix = [prefix as u64, (prefix >> 64) as u64];
-            (*state).remaining = left;
-            if count == left || p.pass + 1 == passes {
-                (*state).done = 1;
-            }
-        }
-    }
-    // SAFETY: thread t read bucket 255 − t before the barrier above; each zeroes its own.
-    unsafe { counts.add(bucket).write(0) };
-}
-
-/// Copies the k elements whose composite key is at least the threshold: their value keys to `p.keys` and
-/// their indices to `p.indices`, in no particular order.
-///
-/// # Safety
-/// `p.input` valid for `p.n` reads, `p.keys`/`p.indices` for `p.k` writes, `p.state` with `done` set and
-/// `count` zero; a grid of whole warps.
-#[inline(always)]
-pub unsafe fn filter<T: TopKElement + Copy>(p: TopKParams<T>) {
-    // SAFETY: valid (caller).
-    let threshold = unsafe { (*p.state).threshold() };
-    let largest = p.largest != 0;
-    let lane = lane_id();
-    let threads = grid_threads();
-    let mut first = global_thread_idx() - lane as u64;
-    while first < p.n {
-        let i = first + lane as u64;
-        let mut key = 0;
-        let mut keep = false;
-        if i < p.n {
-            // SAFETY: i < n.
-            let x = unsafe { element(&p, i) };
-            key = value_key(x, largest);
-            keep = composite(key, i, p.index_bytes) >= threshold;
-        }
-        // SAFETY: the whole warp is here (warp-uniform loop).
-        let kept = unsafe { warp::ballot(FULL_MASK, keep) };
-        if kept != 0 {
-            let mut base = 0u64;
-            if lane == 0 {
-                // SAFETY: valid (caller).
-                base = unsafe {
-                    arch::atomic_add_u64(&raw mut (*p.state).count, kept.count_ones() as u64)
+    if warp_above < wanted && wanted <= warp_above + warp_total {
+        // This warp's chunk holds the boundary: find its bucket round by round.
+        let mut above = warp_above;
+        for r in 0..rounds {
+            let (b, count) = read(r).unwrap_or((0, 0));
+            // SAFETY: the whole warp (the condition above is the same in every lane).
+            let (before, total) = unsafe { warp.scan::<Plus<u64>>(count) };
+            let before = above + before;
+            if count > 0 && before < wanted && wanted <= before + count {
+                // The one lane whose bucket holds the boundary writes the decisions.
+                let left = wanted - before;
+                let take_all = count == left;
+                let source = if p.level == 0 {
+                    FROM_INPUT
+                } else if state!(p, capture) != 0 {
+                    destination(state!(p, source))
+                } else {
+                    state!(p, source)
                 };
-            }
-            // SAFETY: the whole warp is here.
-            let base = unsafe { crate::shuffle::shfl_idx(base, 0, 32, FULL_MASK) };
-            if keep {
-                let at = base + (kept & warp::lanemask_lt()).count_ones() as u64;
-                // SAFETY: exactly k keys pass, so at < k.
-                unsafe {
-                    p.keys.add(at as usize).write(key);
-                    p.indices.add(at as usize).write(i);
+                let capture = !take_all && (source != FROM_INPUT || count <= p.capacity);
+                let prefix = prefix | (b as u128) << shift;
+                set_state!(p, prefix, [prefix as u64, (prefix >> 64) as u64]);
+                set_state!(p, remaining, left);
+                set_state!(p, shift, shift);
+                set_state!(p, width, width);
+                set_state!(p, bucket, b as u32);
+                set_state!(p, source, source);
+                set_state!(p, capture, capture as u32);
+                set_state!(p, take_all, take_all as u32);
+                set_state!(p, next_width, DIGIT_BITS.min(shift));
+                set_state!(p, not_least, 0);
+                set_state!(p, greatest, 0);
+                if capture {
+                    // SAFETY: the state is valid.
+                    unsafe { candidates(p.state, destination(source) as usize - 1).write(0) };
                 }
             }
+            above += total;
         }
-        first += threads;
+    }
+    // SAFETY: every thread reaches this barrier: the boundary's warp has read the counts before any are
+    // zeroed.
+    unsafe { arch::sync_threads() };
+    // The counts the level's pass fills; the first histogram is not read again.
+    let mut b = t as usize;
+    while b < BUCKETS {
+        // SAFETY: b < BUCKETS; read above only by this pick, before the barrier.
+        unsafe {
+            (&raw mut (*p.state).next[b]).write(0);
+            (&raw mut (*p.state).index[b]).write(0);
+        }
+        b += block_dim() as usize;
+    }
+}
+
+/// Candidate buffer `i`'s keys and indices. (A branch, not an index into the parameters: a parameter
+/// array indexed at run time is copied to local memory.)
+#[inline(always)]
+fn buffer<T>(p: &TopKParams<T>, i: usize) -> (*mut u64, *mut u64) {
+    if i == 0 {
+        (p.candidate_keys[0], p.candidate_indices[0])
+    } else {
+        (p.candidate_keys[1], p.candidate_indices[1])
+    }
+}
+
+/// Candidate buffer `i`'s entry counter in the state (0 or 1, by a branch: no bounds check).
+///
+/// # Safety
+/// `state` valid.
+#[inline(always)]
+unsafe fn candidates(state: *mut State, i: usize) -> *mut u64 {
+    // SAFETY: valid (caller); both places exist.
+    unsafe {
+        if i == 0 {
+            &raw mut (*state).candidates[0]
+        } else {
+            &raw mut (*state).candidates[1]
+        }
+    }
+}
+
+/// The `State::source` code of the buffer a level reading `source` copies into: buffer 0 (code 1) from
+/// the input or buffer 1, buffer 1 (code 2) from buffer 0.
+#[inline(always)]
+fn destination(source: u32) -> u32 {
+    if source == 1 { 2 } else { 1 }
+}
+
+/// What one pass over the chosen bucket's entries shares between its elements: the chosen digit, and
+/// where the pass puts what it finds (shared-memory counts, two warp stages, the least and greatest key).
+struct Pass {
+    index_bits: u32,
+    shift: u32,
+    width: u32,
+    bucket: u32,
+    take_all: bool,
+    capture: bool,
+    next_width: u32,
+    count_index: bool,
+    next_counts: u32,
+    index_counts: u32,
+    sure: Stage,
+    kept: Stage,
+    /// This warp's [`PENDING`] keys, then indices.
+    pending_keys: *mut u64,
+    pending_indices: *mut u64,
+    /// Pairs pending (the same in every lane).
+    pending: u32,
+    lo: u64,
+    hi: u64,
+}
+
+impl Pass {
+    /// Reads the state as `pick` left it and zeroes the shared counts; the buffer the chosen entries go
+    /// to is the other one than `source`'s.
+    ///
+    /// # Safety
+    /// The whole block calls it; [`LEVEL_SHARED`](reduce_contract::topk::LEVEL_SHARED) bytes of dynamic
+    /// shared memory; the pair and candidate buffers valid for `p.k` and `p.capacity` entries.
+    #[inline(always)]
+    unsafe fn new<T>(p: &TopKParams<T>) -> Pass {
+        let ib = p.index_bits;
+        let shift = state!(p, shift);
+        // SAFETY: LEVEL_SHARED bytes of dynamic shared memory (caller): two histograms, then the stages;
+        // the whole block.
+        let counts = unsafe { arch::shared::<u32>() };
+        unsafe { zero_shared(counts, 2 * BUCKETS) };
+        // SAFETY: shared memory.
+        let window = unsafe { arch::shared_window(counts) };
+        let dst = destination(state!(p, source)) as usize - 1;
+        // SAFETY: the stages follow the histograms (LEVEL_SHARED); the state is valid; fewer than k pairs
+        // are selected before the last level, exactly k in all; at most `capacity` are buffered when
+        // `capture` (pick's rule).
+        let (sure, kept, pending_keys) = unsafe {
+            let stages = counts.add(2 * BUCKETS).cast::<u64>();
+            let warps = (THREADS / 32) as usize;
+            let pending = stages.add(warps * 4 * STAGE as usize);
+            (
+                Stage::new(stages, 0, &raw mut (*p.state).count, (p.keys, p.indices)),
+                Stage::new(stages, 1, candidates(p.state, dst), buffer(p, dst)),
+                pending.add(arch::warp_id() as usize * 2 * PENDING as usize),
+            )
+        };
+        Pass {
+            index_bits: ib,
+            shift,
+            width: state!(p, width),
+            bucket: state!(p, bucket),
+            take_all: state!(p, take_all) != 0,
+            capture: state!(p, capture) != 0,
+            next_width: state!(p, next_width),
+            count_index: shift > ib,
+            next_counts: window,
+            index_counts: window + 4 * BUCKETS as u32,
+            sure,
+            kept,
+            pending_keys,
+            // SAFETY: inside this warp's pending pairs.
+            pending_indices: unsafe { pending_keys.add(PENDING as usize) },
+            pending: 0,
+            lo: u64::MAX,
+            hi: 0,
+        }
+    }
+
+    /// Takes one entry per lane: `d` is its digit at the chosen position, `inside` whether it is in the
+    /// pass at all (valid, and in the chosen buckets of the digits above). Entries at or above the chosen
+    /// bucket are set aside, and handled [`PENDING`] at a time ([`drain`](Self::drain)).
+    ///
+    /// # Safety
+    /// The whole warp calls it together.
+    #[inline(always)]
+    unsafe fn visit(&mut self, key: u64, index: u64, inside: bool, d: u32) {
+        let wanted = inside && d >= self.bucket;
+        // SAFETY: the whole warp is here (caller).
+        let set = unsafe { warp::ballot(FULL_MASK, wanted) };
+        if set == 0 {
+            return;
+        }
+        if wanted {
+            let at = (self.pending + (set & warp::lanemask_lt()).count_ones()) as usize;
+            // SAFETY: at < pending + popc ≤ PENDING (drained below before it could pass).
+            unsafe {
+                self.pending_keys.add(at).write(key);
+                self.pending_indices.add(at).write(index);
+            }
+        }
+        self.pending += set.count_ones();
+        if self.pending > PENDING - 32 {
+            core::hint::cold_path();
+            // SAFETY: the whole warp (the condition is the same in every lane).
+            unsafe { self.drain() };
+        }
+    }
+
+    /// Handles the pending entries, a lane each: selects what lies above the chosen bucket (or in it,
+    /// when `take_all`); counts, folds and buffers what lies in it.
+    ///
+    /// # Safety
+    /// The whole warp calls it together.
+    #[inline(always)]
+    unsafe fn drain(&mut self) {
+        // SAFETY: the whole warp (caller): every lane's pending writes are seen by every lane after this.
+        unsafe { warp::sync_warp(FULL_MASK) };
+        let ib = self.index_bits;
+        let index_width = DIGIT_BITS.min(ib);
+        let mut base = 0;
+        while base < self.pending {
+            let j = base + lane_id();
+            let valid = j < self.pending;
+            // SAFETY: j < pending entries, written before the sync above.
+            let (key, index) = if valid {
+                unsafe {
+                    (
+                        self.pending_keys.add(j as usize).read(),
+                        self.pending_indices.add(j as usize).read(),
+                    )
+                }
+            } else {
+                (0, 0)
+            };
+            let c = composite(key, index, ib);
+            let d = digit(c, self.shift, self.width);
+            let select = valid && (d > self.bucket || (self.take_all && d == self.bucket));
+            let chosen = valid && !self.take_all && d == self.bucket;
+            // SAFETY: the whole warp is here; the stages' outputs have room (`new`); digits of
+            // `next_width`, `index_width` ≤ DIGIT_BITS bits index the counters.
+            unsafe {
+                self.sure.push(select, key, index);
+                if warp::any(FULL_MASK, chosen) {
+                    if chosen {
+                        self.lo = self.lo.min(key);
+                        self.hi = self.hi.max(key);
+                    }
+                    tally(
+                        self.next_counts,
+                        digit(c, self.shift - self.next_width, self.next_width),
+                        chosen,
+                    );
+                    if self.count_index {
+                        tally(
+                            self.index_counts,
+                            digit(c, ib - index_width, index_width),
+                            chosen,
+                        );
+                    }
+                    self.kept.push(self.capture && chosen, key, index);
+                }
+            }
+            base += 32;
+        }
+        // SAFETY: the whole warp: every lane has read its entry before any lane refills the pending pairs.
+        unsafe { warp::sync_warp(FULL_MASK) };
+        self.pending = 0;
+    }
+
+    /// Copies out the stages and adds the block's counts and extremes into the state.
+    ///
+    /// # Safety
+    /// The whole block calls it; the state valid.
+    #[inline(always)]
+    unsafe fn finish(mut self, state: *mut State) {
+        // SAFETY: the whole warp; the outputs have room (`new`).
+        unsafe {
+            self.drain();
+            self.sure.flush();
+            self.kept.flush();
+        }
+        // SAFETY: the state's histograms have BUCKETS counters each; the whole block.
+        unsafe {
+            let shared = arch::shared::<u32>();
+            flush_shared(shared, (&raw mut (*state).next).cast::<u64>(), BUCKETS);
+            if self.count_index {
+                flush_shared(
+                    shared.add(BUCKETS),
+                    (&raw mut (*state).index).cast::<u64>(),
+                    BUCKETS,
+                );
+            }
+            extremes(state, self.lo, self.hi);
+        }
+    }
+}
+
+/// The first digit's `width` top bits of `key`, in 32-bit arithmetic where the key fits.
+#[inline(always)]
+fn top_digit<T: TopKElement>(key: u64, width: u32) -> u32 {
+    let drop = key_bits::<T>() - width;
+    if T::KEY_BYTES <= 4 {
+        (key as u32) >> drop
+    } else {
+        (key >> drop) as u32
+    }
+}
+
+/// The pass over the input after the first histogram: every element against the first digit's chosen
+/// bucket, with nothing above it to match ([`Pass::visit`]). The hot loop is the key, one shift and one
+/// vote per element.
+///
+/// # Safety
+/// `p.input` valid for `p.n` reads; the state as `pick` left it at level 0; as [`Pass::new`]; a grid of
+/// whole warps.
+#[inline(always)]
+pub unsafe fn split<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
+    if state!(p, done) != RUNNING {
+        return;
+    }
+    // SAFETY: the whole block (caller).
+    let mut pass = unsafe { Pass::new(&p) };
+    let (largest, width) = (p.largest != 0, pass.width);
+    // SAFETY: the input (caller); `visit` runs warp-uniformly inside `for_each`.
+    unsafe {
+        thread::for_each(
+            p.input,
+            p.n,
+            global_thread_idx(),
+            grid_threads(),
+            |x, i, ok| {
+                let key = value_key(x, largest);
+                pass.visit(key, i, ok, top_digit::<T>(key, width));
+            },
+        );
+        pass.finish(p.state);
+    }
+}
+
+/// A later pass over the chosen bucket's entries: a candidate buffer, or the input again when the bucket
+/// was too large to buffer (each element then matched against every chosen digit above).
+///
+/// # Safety
+/// As [`split`], at any later level.
+#[inline(always)]
+pub unsafe fn level<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
+    if state!(p, done) != RUNNING {
+        return;
+    }
+    // SAFETY: the whole block (caller).
+    let mut pass = unsafe { Pass::new(&p) };
+    let (ib, shift, width) = (p.index_bits, pass.shift, pass.width);
+    let prefix = (state!(p, prefix)[1] as u128) << 64 | state!(p, prefix)[0] as u128;
+    let source = state!(p, source);
+    if source == FROM_INPUT {
+        let largest = p.largest != 0;
+        // SAFETY: the input (caller); `visit` runs warp-uniformly inside `for_each`.
+        unsafe {
+            thread::for_each(
+                p.input,
+                p.n,
+                global_thread_idx(),
+                grid_threads(),
+                |x, i, ok| {
+                    let key = value_key(x, largest);
+                    let c = composite(key, i, ib);
+                    let inside = ok && same_above(c, prefix, shift + width);
+                    pass.visit(key, i, inside, digit(c, shift, width));
+                },
+            )
+        };
+    } else {
+        let (keys, indices) = buffer(&p, source as usize - 1);
+        // SAFETY: the state is valid; the buffer's count was written by the previous level.
+        let len = unsafe { candidates(p.state, source as usize - 1).read() };
+        // Warp-uniform trips: every lane takes part in each collective.
+        let mut first = global_thread_idx() - lane_id() as u64;
+        while first < len {
+            let j = first + lane_id() as u64;
+            let valid = j < len;
+            // SAFETY: j < len entries of the buffer.
+            let (key, index) = if valid {
+                unsafe { (keys.add(j as usize).read(), indices.add(j as usize).read()) }
+            } else {
+                (0, 0)
+            };
+            // SAFETY: the whole warp is here.
+            unsafe {
+                pass.visit(
+                    key,
+                    index,
+                    valid,
+                    digit(composite(key, index, ib), shift, width),
+                )
+            };
+            first += grid_threads();
+        }
+    }
+    // SAFETY: the whole block; the state is valid.
+    unsafe { pass.finish(p.state) };
+}
+
+/// Writes the first k elements and their indices: every key is equal, so they are the answer, in order.
+///
+/// # Safety
+/// `p.input` valid for `p.n ≥ p.k` reads, the outputs for `p.k` writes.
+#[inline(always)]
+pub unsafe fn fill<T: Copy>(p: TopKParams<T>) {
+    if state!(p, done) != ALL_EQUAL {
+        return;
+    }
+    let mut j = global_thread_idx();
+    while j < p.k {
+        // SAFETY: j < k ≤ n.
+        unsafe { write_result(&p, j, j) };
+        j += grid_threads();
     }
 }
 
@@ -300,6 +886,9 @@ unsafe fn write_result<T: Copy>(p: &TopKParams<T>, j: u64, index: u64) {
 /// dynamic shared memory.
 #[inline(always)]
 pub unsafe fn sort<T: Copy>(p: TopKParams<T>) {
+    if state!(p, done) == ALL_EQUAL {
+        return;
+    }
     let len = p.k as usize;
     let size = len.next_power_of_two().max(2);
     // SAFETY: k ≤ SORT_TILE pairs (the host launches this only then), the shared memory (caller).
@@ -318,6 +907,9 @@ pub unsafe fn sort<T: Copy>(p: TopKParams<T>) {
 /// As [`sort`], with a grid of `⌈k / SORT_TILE⌉` blocks.
 #[inline(always)]
 pub unsafe fn sort_block<T: Copy>(p: TopKParams<T>) {
+    if state!(p, done) == ALL_EQUAL {
+        return;
+    }
     let start = arch::block_idx() as u64 * SORT_TILE;
     if start >= p.k {
         return;
@@ -355,6 +947,9 @@ fn buffers<T>(p: &TopKParams<T>) -> ((*const u64, *const u64), (*mut u64, *mut u
 /// Both pairs of buffers valid for `p.k` pairs; the source sorted in runs of `p.run`.
 #[inline(always)]
 pub unsafe fn merge<T>(p: TopKParams<T>) {
+    if state!(p, done) == ALL_EQUAL {
+        return;
+    }
     let ((sk, si), (dk, di)) = buffers(&p);
     let out = global_thread_idx() * MERGE_ITEMS;
     if out >= p.k {
@@ -424,6 +1019,9 @@ pub unsafe fn merge<T>(p: TopKParams<T>) {
 /// The source pairs valid and sorted; the outputs valid for `p.k` writes.
 #[inline(always)]
 pub unsafe fn gather<T: Copy>(p: TopKParams<T>) {
+    if state!(p, done) == ALL_EQUAL {
+        return;
+    }
     let ((_, si), _) = buffers(&p);
     let mut j = global_thread_idx();
     while j < p.k {

@@ -145,7 +145,7 @@ pub struct TopKParams<T> {
     pub k: u64,
     /// The state the passes share, zeroed before the first.
     pub state: *mut crate::topk::State,
-    /// Room for `k` value keys: the filter's output, the sort's input.
+    /// Room for `k` value keys: the selected pairs, the sort's input.
     pub keys: *mut u64,
     /// Room for `k` indices, beside `keys`.
     pub indices: *mut u64,
@@ -153,18 +153,26 @@ pub struct TopKParams<T> {
     pub keys_alt: *mut u64,
     /// See `keys_alt`.
     pub indices_alt: *mut u64,
+    /// The two candidate buffers' value keys, `capacity` each.
+    pub candidate_keys: [*mut u64; 2],
+    /// The two candidate buffers' indices, beside `candidate_keys`.
+    pub candidate_indices: [*mut u64; 2],
+    /// Entries of each candidate buffer: [`crate::topk::capacity`] of `n`.
+    pub capacity: u64,
     /// `k` values, best first; null for indices only.
     pub values_out: *mut T,
     /// `k` indices, best first.
     pub indices_out: *mut u64,
     /// `merge`: the length of the source's sorted runs.
     pub run: u64,
-    /// `histogram`/`pick`: the byte of the composite keys, most significant first.
-    pub pass: u32,
+    /// `pick`: the level (0 for the first digit).
+    pub level: u32,
     /// Nonzero for the greatest elements (`max_k`), zero for the least.
     pub largest: u32,
-    /// Bytes of the composite keys' index part: [`crate::topk::index_bytes`] of `n`.
-    pub index_bytes: u32,
+    /// Bits of the composite keys' index part: [`crate::topk::index_bits`] of `n`.
+    pub index_bits: u32,
+    /// Bits of the first digit: [`crate::topk::first_bits`] of the device, at most the value key's bits.
+    pub first_bits: u32,
     /// `merge`/`gather`: nonzero when the source is the `_alt` pair.
     pub from_alt: u32,
 }

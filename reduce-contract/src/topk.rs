@@ -3,26 +3,42 @@
 //!
 //! # Which k elements, in which order
 //! Every element gets a *composite key*: its order-preserving value key ([`TopKElement::key`], turned
-//! around for `min_k`) above the bits of its inverted index. All composite keys differ, so "the k largest
-//! composite keys" is one set with one order, whatever the ties: among equal values the smaller index wins
-//! and comes first. NaN (any payload) gets the greatest value key for `max_k` and for `min_k` alike, so it
-//! counts as above +∞ for `max_k` and below −∞ for `min_k` (torch's rule); −0.0 and +0.0 get the same key.
+//! around for `min_k`) above the bits of its inverted index ([`index_bits`] of them). All composite keys
+//! differ, so "the k largest composite keys" is one set with one order, whatever the ties: among equal
+//! values the smaller index wins and comes first. NaN (any payload) gets the greatest value key for
+//! `max_k` and for `min_k` alike, so it counts as above +∞ for `max_k` and below −∞ for `min_k` (torch's
+//! rule); −0.0 and +0.0 get the same key.
 //!
 //! # The passes (device-wide)
-//! A most-significant-digit radix select over the composite keys, a byte per pass: `histogram` counts the
-//! next byte of the keys that match the prefix found so far, `pick` finds the byte at which the k-th
-//! largest lies and extends the prefix. Keys wider than the value's bytes add the index's bytes
-//! ([`index_bytes`]) only while the boundary falls among equal values: once the bucket at the boundary
-//! holds exactly the number still wanted, the select is done (`done`), and later passes return at once.
-//! `filter` then copies every element whose composite key is at least the prefix, exactly k of them, and
-//! the sort orders them (one block for at most [`SORT_TILE`], block-sorted runs merged beyond that).
+//! A most-significant-digit radix select over the composite keys that reads the input twice on most data
+//! (AIR top-k's adaptive buffer, in outline):
+//! 1. `histogram` counts the top [`first_bits`] bits of every value key (32768 buckets in shared memory
+//!    where the device has room), and the least and greatest key. Equal least and greatest keys mean every
+//!    element ties: the answer is the first k indices (`fill`), one read in all.
+//! 2. `pick` finds the bucket of the k-th greatest key. `level` then reads the input once more: elements in
+//!    a greater bucket are selected (fewer than k of them, appended to the output pairs); those in the
+//!    chosen bucket are counted by their next digit ([`DIGIT_BITS`]) and by the top digit of their index,
+//!    and copied to a candidate buffer when they fit ([`capacity`]).
+//! 3. Each later `pick`/`level` pair reads only the candidates, one buffer into the other, until the chosen
+//!    bucket holds exactly the number still wanted (`take_all`). When a bucket's entries all have one value
+//!    key, the select jumps to the index's digits at once: ties cost a pass over the few candidates, not
+//!    over the input. A bucket too large for the buffer is refined by reading the input again.
+//!
+//! The k selected pairs are then sorted: one block for at most [`SORT_TILE`], block-sorted runs merged
+//! beyond that.
 use crate::op::Element;
 
-/// Bits of a radix digit: one byte per pass.
-pub const DIGIT_BITS: u32 = 8;
-/// Buckets per pass.
+/// Bits of a radix digit after the first: 2048 buckets.
+pub const DIGIT_BITS: u32 = 11;
+/// Buckets of a digit after the first.
 pub const BUCKETS: usize = 1 << DIGIT_BITS;
-/// Threads of the top-k kernels' blocks.
+/// The most bits of the first digit ([`first_bits`]).
+pub const FIRST_BITS: u32 = 15;
+/// Buckets of the widest first digit.
+pub const FIRST_BUCKETS: usize = 1 << FIRST_BITS;
+/// Threads of the `histogram` and `pick` blocks.
+pub const WIDE_THREADS: u32 = 1024;
+/// Threads of the other top-k kernels' blocks.
 pub const THREADS: u32 = 256;
 /// Pairs each thread sorts in the block sort.
 pub const SORT_ITEMS: u32 = 8;
@@ -31,6 +47,47 @@ pub const SORT_ITEMS: u32 = 8;
 pub const SORT_TILE: u64 = (THREADS * SORT_ITEMS) as u64;
 /// Outputs each thread of a merge pass writes.
 pub const MERGE_ITEMS: u64 = 8;
+
+/// Pairs each warp of `level` stages in shared memory before it copies them out with one atomic.
+pub const STAGE: u32 = 64;
+/// Pairs each warp of `level` sets aside in shared memory as it meets them, to handle in bulk: elements
+/// at or above the chosen bucket are rare on the input, and handling each where it is met would put the
+/// handling's code in the hot loop.
+pub const PENDING: u32 = 128;
+/// The shared memory `split` and `level` need with blocks of [`THREADS`]: two histograms of [`BUCKETS`]
+/// `u32` counters, then per warp two stages of [`STAGE`] pairs and the [`PENDING`] pairs (16 bytes each).
+pub const LEVEL_SHARED: u32 =
+    (2 * BUCKETS * 4) as u32 + (THREADS / 32) * (2 * STAGE + PENDING) * 16;
+
+/// `State::done`: still selecting.
+pub const RUNNING: u32 = 0;
+/// `State::done`: the output pairs hold the k selected.
+pub const SELECTED: u32 = 1;
+/// `State::done`: every element has the same key; the answer is the first k indices.
+pub const ALL_EQUAL: u32 = 2;
+
+/// `State::source`: the chosen bucket's entries are read from the input.
+pub const FROM_INPUT: u32 = 0;
+
+/// The first digit's width for a device whose blocks may have `shared_bytes` of shared memory: the most
+/// bits, at most [`FIRST_BITS`], whose `u32` counters fit with room to spare. A wide first digit is what
+/// keeps the chosen bucket small on narrow distributions (U[0, 1) puts an eighth of its elements in one
+/// 11-bit bucket, 1/256 in one 15-bit bucket).
+pub const fn first_bits(shared_bytes: u32) -> u32 {
+    let mut bits = FIRST_BITS;
+    while bits > DIGIT_BITS && (4u32 << bits) + 1024 > shared_bytes {
+        bits -= 1;
+    }
+    bits
+}
+
+/// Candidates each buffer holds for an input of `n`: an eighth of it (at least 4096, at most `n`). A chosen
+/// bucket larger than this is refined by reading the input again instead.
+pub const fn capacity(n: u64) -> u64 {
+    let c = n / 8;
+    let c = if c < 4096 { 4096 } else { c };
+    if c < n { c } else { n }
+}
 
 /// Elements top-k selects among: the ordered element types, each with an order-preserving key.
 pub trait TopKElement: Element {
@@ -57,30 +114,53 @@ pub const fn low_bytes(bytes: u32) -> u64 {
 /// of both.
 #[inline(always)]
 pub fn value_key<T: TopKElement>(x: T, largest: bool) -> u64 {
-    let mask = low_bytes(T::KEY_BYTES);
-    if x.is_nan() {
-        mask
-    } else if largest {
-        x.key()
+    // Selects and a flip by a mask, no branches, and 32-bit arithmetic where the key fits: this runs once
+    // per element of every pass.
+    if T::KEY_BYTES <= 4 {
+        let mask = low_bytes(T::KEY_BYTES) as u32;
+        let key = x.key() as u32 ^ if largest { 0 } else { mask };
+        (if x.is_nan() { mask } else { key }) as u64
     } else {
-        !x.key() & mask
+        let mask = low_bytes(T::KEY_BYTES);
+        let key = x.key() ^ if largest { 0 } else { mask };
+        if x.is_nan() { mask } else { key }
     }
 }
 
-/// The bytes of the index part of the composite keys of `n` elements: enough for `n − 1`, at least one.
+/// Bits of the index part of the composite keys of `n` elements: enough for `n − 1`, at least one.
 #[inline(always)]
-pub const fn index_bytes(n: u64) -> u32 {
+pub const fn index_bits(n: u64) -> u32 {
     let bits = 64 - n.saturating_sub(1).leading_zeros();
-    let bytes = bits.div_ceil(8);
-    if bytes == 0 { 1 } else { bytes }
+    if bits == 0 { 1 } else { bits }
+}
+
+/// All ones in the low `bits` bits (`bits ≤ 64`).
+#[inline(always)]
+pub const fn low_bits(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
 }
 
 /// The composite key of the element with value key `key` at `index`: the value key above the inverted
-/// index, so that of two equal values the smaller index has the greater key.
+/// index (`index_bits` bits), so that of two equal values the smaller index has the greater key.
 #[inline(always)]
-pub fn composite(key: u64, index: u64, index_bytes: u32) -> u128 {
-    let mask = low_bytes(index_bytes);
-    ((key as u128) << (8 * index_bytes)) | (!index & mask) as u128
+pub fn composite(key: u64, index: u64, index_bits: u32) -> u128 {
+    ((key as u128) << index_bits) | (!index & low_bits(index_bits)) as u128
+}
+
+/// The `width`-bit digit of `c` whose lowest bit is bit `shift` (`shift + width ≤ 128`, `width ≤ 32`).
+#[inline(always)]
+pub fn digit(c: u128, shift: u32, width: u32) -> u32 {
+    ((c >> (shift & 127)) as u64 & low_bits(width)) as u32
+}
+
+/// Whether `c` equals `prefix` in every bit from `top` up (always, for `top ≥ 128`).
+#[inline(always)]
+pub fn same_above(c: u128, prefix: u128, top: u32) -> bool {
+    top >= 128 || (c >> top) == (prefix >> top)
 }
 
 /// Whether the pair `(a_key, a_index)` comes before `(b_key, b_index)` in the output: the greater value key
@@ -90,21 +170,49 @@ pub fn before(a_key: u64, a_index: u64, b_key: u64, b_index: u64) -> bool {
     a_key > b_key || (a_key == b_key && a_index < b_index)
 }
 
-/// What the passes share, in device memory, zeroed before the first pass.
+/// What the passes share, in device memory, zeroed before the first pass. `pick` writes the decisions,
+/// `level` reads them and counts what the next `pick` needs.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct State {
-    /// The composite-key prefix found so far (low then high 64 bits); once `done`, the threshold: the k
-    /// selected elements are those whose composite key is at least this.
+    /// The composite-key digits chosen so far (low then high 64 bits), zero below the chosen digit.
     pub prefix: [u64; 2],
-    /// How many of the k are still to be found among the keys that match the prefix.
+    /// How many of the k are still to be found in the chosen bucket.
     pub remaining: u64,
-    /// Nonzero once the prefix decides the set (later passes return at once).
-    pub done: u64,
-    /// The filter's output counter.
+    /// Pairs selected so far (the output pairs' counter).
     pub count: u64,
-    /// The current pass's bucket counts.
-    pub histogram: [u64; BUCKETS],
+    /// Entries in each candidate buffer.
+    pub candidates: [u64; 2],
+    /// The complement of the least value key of what the current histogram counted (all elements for the
+    /// first, the chosen bucket's entries after): zero, like `greatest`, before anything is counted.
+    pub not_least: u64,
+    /// The greatest value key of what the current histogram counted.
+    pub greatest: u64,
+    /// Nonzero when the first histogram met two different value keys (zero: every element is equal).
+    pub mixed: u64,
+    /// The lowest bit of the chosen digit in the composite key.
+    pub shift: u32,
+    /// The chosen digit's width.
+    pub width: u32,
+    /// The chosen digit's value.
+    pub bucket: u32,
+    /// Where `level` reads the chosen bucket's entries: [`FROM_INPUT`], or candidate buffer `source − 1`.
+    pub source: u32,
+    /// Nonzero when `level` copies the chosen bucket's entries into the other buffer (buffer 0 from the input).
+    pub capture: u32,
+    /// Nonzero when the chosen bucket holds exactly the number still wanted: `level` selects all of it.
+    pub take_all: u32,
+    /// [`RUNNING`], [`SELECTED`] or [`ALL_EQUAL`].
+    pub done: u32,
+    /// The width of the digit below the chosen one, which `level` counts into `next`.
+    pub next_width: u32,
+    /// The first digit's counts.
+    pub first: [u64; FIRST_BUCKETS],
+    /// The chosen bucket's entries, by the digit below the chosen one.
+    pub next: [u64; BUCKETS],
+    /// The chosen bucket's entries, by the top [`DIGIT_BITS`] of their inverted index: the histogram the
+    /// select jumps to when they all have one value key.
+    pub index: [u64; BUCKETS],
 }
 
 impl State {
@@ -115,23 +223,13 @@ impl State {
     }
 }
 
-/// The radix digit (byte) of composite key `c` at pass `pass` of `passes`, and whether `c` matches
-/// `prefix` in the bytes above it (the keys this pass counts).
-#[inline(always)]
-pub fn digit(c: u128, prefix: u128, pass: u32, passes: u32) -> (usize, bool) {
-    let shift = 8 * (passes - 1 - pass);
-    let above = shift + DIGIT_BITS;
-    let matches = above >= 128 || (c >> above) == (prefix >> above);
-    (((c >> shift) & 0xff) as usize, matches)
-}
-
 macro_rules! float_key {
-    ($($t:ty: $bits:ty, $sign:expr, $bytes:expr);*) => {$(
+    ($($t:ty: $bits:ty, $key:ident, $sign:expr, $bytes:expr);*) => {$(
         impl TopKElement for $t {
             const KEY_BYTES: u32 = $bytes;
             #[inline(always)]
             fn key(self) -> u64 {
-                float_bits_key(self.to_bits() as u64, $sign)
+                $key(self.to_bits(), $sign) as u64
             }
             #[inline(always)]
             fn is_nan(self) -> bool {
@@ -141,19 +239,32 @@ macro_rules! float_key {
     )*};
 }
 
+/// [`float_bits_key`] in 32-bit arithmetic, for floats of at most 32 bits: half the instructions of the
+/// 64-bit one on the GPU, once per element of every pass.
+#[inline(always)]
+pub const fn float_bits_key32(bits: u32, sign: u32) -> u32 {
+    let bits = if bits == sign { 0 } else { bits };
+    bits ^ if bits & sign != 0 {
+        sign | (sign - 1)
+    } else {
+        sign
+    }
+}
+
 /// The order-preserving key of a float's `bits` whose sign bit is `sign`: negative numbers flipped
 /// whole (more negative, smaller key), positive ones with the sign set; −0.0 as +0.0.
 #[inline(always)]
 pub const fn float_bits_key(bits: u64, sign: u64) -> u64 {
     let bits = if bits == sign { 0 } else { bits };
-    if bits & sign != 0 {
-        !bits & (sign | (sign - 1))
+    // Within the float's bits, `!bits` is `bits ^ all` and `bits | sign` is `bits ^ sign` (sign clear).
+    bits ^ if bits & sign != 0 {
+        sign | (sign - 1)
     } else {
-        bits | sign
+        sign
     }
 }
 
-float_key!(f32: u32, 1 << 31, 4; f64: u64, 1 << 63, 8);
+float_key!(f32: u32, float_bits_key32, 1 << 31, 4; f64: u64, float_bits_key, 1 << 63, 8);
 
 macro_rules! int_key {
     ($($t:ty: $bytes:expr, $flip:expr);*) => {$(
@@ -183,7 +294,7 @@ macro_rules! topk_halves {
             #[inline(always)]
             fn key(self) -> u64 {
                 let $x = self;
-                $crate::topk::float_bits_key($bits as u64, 0x8000)
+                $crate::topk::float_bits_key32($bits as u32, 0x8000) as u64
             }
             #[inline(always)]
             fn is_nan(self) -> bool {
@@ -227,18 +338,25 @@ mod tests {
 
     #[test]
     fn composite_keys_prefer_the_smaller_index() {
-        assert_eq!(index_bytes(0), 1);
-        assert_eq!(index_bytes(256), 1);
-        assert_eq!(index_bytes(257), 2);
-        assert_eq!(index_bytes(1 << 32), 4);
-        assert_eq!(index_bytes((1 << 32) + 1), 5);
-        let b = index_bytes(1000);
+        assert_eq!(index_bits(0), 1);
+        assert_eq!(index_bits(2), 1);
+        assert_eq!(index_bits(3), 2);
+        assert_eq!(index_bits(1 << 32), 32);
+        assert_eq!(index_bits((1 << 32) + 1), 33);
+        let b = index_bits(1000);
         assert!(composite(7, 3, b) > composite(7, 4, b));
         assert!(composite(8, 999, b) > composite(7, 0, b));
-        let (d, m) = digit(composite(0x12, 0x0001, 2), 0, 0, 3);
-        assert_eq!((d, m), (0x12, true));
-        let c = composite(0x12, 0x0001, 2);
-        assert_eq!(digit(c, 0x12 << 16, 1, 3), (0xff, true));
-        assert!(!digit(c, 0x13 << 16, 1, 3).1);
+        let c = composite(0x12, 1, 10);
+        assert_eq!(digit(c, 10, 8), 0x12);
+        assert_eq!(digit(c, 0, 10), 0x3fe);
+        assert!(same_above(c, 0x12 << 10, 10));
+        assert!(!same_above(c, 0x13 << 10, 10));
+        assert!(same_above(c, 0, 128));
+        assert_eq!(first_bits(227 * 1024), 15);
+        assert_eq!(first_bits(99 * 1024), 14);
+        assert_eq!(first_bits(64 * 1024), 13);
+        assert_eq!(first_bits(48 * 1024), 13);
+        assert_eq!(capacity(100), 100);
+        assert_eq!(capacity(1 << 28), 1 << 25);
     }
 }

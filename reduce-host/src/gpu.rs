@@ -81,6 +81,9 @@ struct Inner {
     /// Serialises loads, so two threads never load the same module twice.
     loading: Mutex<()>,
     info: DeviceInfo,
+    /// The most shared memory one block may have, opted in (`cuFuncSetAttribute`) by kernels that need
+    /// more than the default 48 KiB.
+    shared_optin: u32,
     /// Retained for the rest of the process, never released: buffers and streams the user made on this device
     /// may be dropped after the last handle, and they need the primary context alive (the CUDA runtime keeps
     /// it until exit the same way).
@@ -160,6 +163,15 @@ impl Gpu {
             return Err(Error::UnsupportedDevice { name, major, minor });
         };
         let sm_count = attr(DeviceAttribute::MultiprocessorCount)?;
+        let mut shared_optin = 0i32;
+        // SAFETY: `device` is a valid device; the driver writes one int.
+        check(unsafe {
+            sys::cuDeviceGetAttribute(
+                &mut shared_optin,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                device.as_raw(),
+            )
+        })?;
         let info = DeviceInfo {
             ordinal,
             name,
@@ -174,6 +186,7 @@ impl Gpu {
                 .collect(),
             loading: Mutex::new(()),
             info,
+            shared_optin: shared_optin.max(48 * 1024) as u32,
             ctx: std::mem::ManuallyDrop::new(ctx),
         })))
     }
@@ -181,6 +194,12 @@ impl Gpu {
     /// What is known about the device.
     pub fn info(&self) -> &DeviceInfo {
         &self.0.info
+    }
+
+    /// The most dynamic shared memory one block may be launched with (the opt-in limit: 227 KiB on
+    /// sm_90, 64 KiB on sm_75).
+    pub(crate) fn shared_optin(&self) -> u32 {
+        self.0.shared_optin
     }
 
     /// Whether kernels that wait for their predecessor go as programmatic dependent launches: only code

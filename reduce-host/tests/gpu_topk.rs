@@ -209,6 +209,55 @@ fn bad_arguments_write_nothing() {
     topk.min_k(&empty, 0, &mut vals, &mut idx).unwrap();
 }
 
+/// The benchmark's distributions (and two that force the select back onto the input), as f32: each
+/// takes a different path through the passes (a narrow first bucket, a bucket of one value, every key
+/// equal, a chosen bucket too large for the candidate buffer).
+fn distribution(name: &str, n: usize, r: &mut rand::rngs::SmallRng) -> Vec<f32> {
+    let uniform = |r: &mut rand::rngs::SmallRng| r.random_range(0.0f32..1.0);
+    (0..n)
+        .map(|i| match name {
+            "uniform" => uniform(r),
+            // Irwin–Hall: near enough N(0, 1) for a key distribution.
+            "normal" => (0..12).map(|_| uniform(r)).sum::<f32>() - 6.0,
+            "bits" => f32::from_bits(r.random()),
+            "equal" => 0.75,
+            "sixteen" => (r.random_range(0..16) as f32) * 0.37 - 2.0,
+            "ascending" => i as f32 / n as f32,
+            "descending" => (n - i) as f32 / n as f32,
+            "nan" if r.random_range(0..100) == 0 => f32::NAN,
+            "nan" => uniform(r),
+            // Half of it one value, the rest beside it in the same first-digit bucket: the chosen bucket
+            // is too large to buffer and holds two values.
+            "crowded" if i % 2 == 0 => 1.0,
+            "crowded" => 1.0 + f32::EPSILON * r.random_range(1..4) as f32,
+            _ => unreachable!("{name}"),
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn every_distribution_takes_its_path() {
+    let mut topk = handle();
+    let n = ((1usize << 20) + 5).min(max_n());
+    let mut r = rng(11);
+    for name in [
+        "uniform",
+        "normal",
+        "bits",
+        "equal",
+        "sixteen",
+        "ascending",
+        "descending",
+        "nan",
+        "crowded",
+    ] {
+        let host = distribution(name, n, &mut r);
+        let n64 = n as u64;
+        check(&mut topk, &host, 1, &[1, 64, 1024, 65_536, n64 - 1], name);
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
 fn large_k_merges_and_async_calls_agree() {

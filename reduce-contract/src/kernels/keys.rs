@@ -209,12 +209,17 @@ keys! {
 
     /// The kernels of a device-wide top-k, each taking [`crate::params::TopKParams`] (see [`crate::topk`]).
     TopKPass {
-        /// Counts the pass's byte of the composite keys that match the prefix.
+        /// Counts the first digit of every value key, and the least and greatest key.
         Histogram = "histogram",
-        /// One block: finds the bucket of the k-th key and extends the prefix.
+        /// One block: finds the bucket of the k-th key and decides the next pass.
         Pick = "pick",
-        /// Copies the k selected elements' keys and indices.
-        Filter = "filter",
+        /// After the first digit: selects what lies above the chosen bucket and counts (and buffers) what
+        /// lies in it, reading the input.
+        Split = "split",
+        /// As `Split`, after a later digit: reading a candidate buffer (or the input again).
+        Level = "level",
+        /// Writes the first k elements: every key is equal.
+        Fill = "fill",
         /// One block: sorts at most [`crate::topk::SORT_TILE`] selected pairs and writes the results.
         Sort = "sort",
         /// A block per tile: sorted runs of [`crate::topk::SORT_TILE`] pairs.

@@ -1,34 +1,50 @@
-//! Top-k: the scratch (the select's state and the selected pairs), and the passes' launches.
+//! Top-k: the scratch (the select's state, the selected pairs and the candidate buffers), and the passes'
+//! launches.
 use cust::memory::DeviceBuffer;
 use reduce_contract::kernels::{TopKKernel, TopKPass};
 use reduce_contract::layout::SMEM_BYTES;
 use reduce_contract::params::TopKParams;
-use reduce_contract::topk::{self, BUCKETS, MERGE_ITEMS, SORT_TILE, State, THREADS};
+use reduce_contract::topk::{
+    self, DIGIT_BITS, LEVEL_SHARED, MERGE_ITEMS, SORT_TILE, State, THREADS, WIDE_THREADS,
+};
 
-use super::{Span, launch, resident};
-use crate::driver::{self, Launch};
+use super::{Span, resident};
+use crate::driver::{self, Launch, Order};
 use crate::error::Result;
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
 use crate::stream::StreamRef;
 use crate::topk::TopKElement;
 
-/// Device temporaries: the state the passes share, and room for the selected pairs (value keys and
-/// indices, twice over for the merge passes), grown to the largest k seen.
+/// Device temporaries: the state the passes share; room for the selected pairs (value keys and indices,
+/// twice over for the merge passes), grown to the largest k seen; and two candidate buffers of keys and
+/// indices, grown to the largest input's [`topk::capacity`].
 pub(crate) struct Scratch {
     state: DeviceBuffer<u64>,
     pairs: DeviceBuffer<u64>,
+    candidates: DeviceBuffer<u64>,
     last_use: LastUse,
 }
 
 /// `u64` words of the state.
 const STATE_WORDS: usize = size_of::<State>().div_ceil(8);
 
+/// Grows `buffer` to at least `words`, waiting first for the work that may still use the old one.
+fn grow(buffer: &mut DeviceBuffer<u64>, words: usize, last_use: &LastUse) -> Result<*mut u64> {
+    if buffer.len() < words {
+        // The old buffer may still be in use by earlier work on any stream.
+        last_use.synchronize()?;
+        *buffer = driver::zeroed(words.next_power_of_two())?;
+    }
+    Ok(buffer.as_device_ptr().as_raw() as *mut u64)
+}
+
 impl Scratch {
     pub fn new() -> Result<Self> {
         Ok(Scratch {
             state: driver::zeroed(STATE_WORDS)?,
             pairs: driver::zeroed(4 * SORT_TILE as usize)?,
+            candidates: driver::zeroed(4 * 4096)?,
             last_use: LastUse::new()?,
         })
     }
@@ -38,18 +54,19 @@ impl Scratch {
         self.last_use.synchronize()
     }
 
-    /// Room for four arrays of `k` words (keys, indices, and the merge passes' second pair), grown first if
-    /// needed. Returns the first word of each.
-    fn prepare(&mut self, k: u64) -> Result<[*mut u64; 4]> {
+    /// Room for four arrays of `k` words (keys, indices, and the merge passes' second pair) and four of
+    /// `capacity` (the two candidate buffers' keys and indices), grown first if needed. Returns the first
+    /// word of each.
+    fn prepare(&mut self, k: u64, capacity: u64) -> Result<([*mut u64; 4], [*mut u64; 4])> {
         let k = k.max(SORT_TILE) as usize;
-        if self.pairs.len() < 4 * k {
-            // The old buffer may still be in use by earlier work on any stream.
-            self.last_use.synchronize()?;
-            self.pairs = driver::zeroed(4 * k.next_power_of_two())?;
-        }
-        let base = self.pairs.as_device_ptr().as_raw() as *mut u64;
-        // Four slices of `k` words each inside the buffer.
-        Ok([0, 1, 2, 3].map(|i| base.wrapping_add(i * k)))
+        let base = grow(&mut self.pairs, 4 * k, &self.last_use)?;
+        let cap = capacity as usize;
+        let candidates = grow(&mut self.candidates, 4 * cap, &self.last_use)?;
+        // Four slices of `k` (then `cap`) words each inside the buffers.
+        Ok((
+            [0, 1, 2, 3].map(|i| base.wrapping_add(i * k)),
+            [0, 1, 2, 3].map(|i| candidates.wrapping_add(i * cap)),
+        ))
     }
 }
 
@@ -70,10 +87,13 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     indices: Span<u64>,
     stream: StreamRef<'_>,
 ) -> Result<()> {
-    let [keys, idx, keys_alt, idx_alt] = scratch.prepare(k)?;
+    let capacity = topk::capacity(input.len);
+    let ([keys, idx, keys_alt, idx_alt], [ck0, ci0, ck1, ci1]) = scratch.prepare(k, capacity)?;
     let state = scratch.state.as_device_ptr().as_raw();
     let kernel = |pass| TopKKernel(T::ELEM, pass);
-    let index_bytes = topk::index_bytes(input.len);
+    let key_bits = 8 * T::KEY_BYTES;
+    let index_bits = topk::index_bits(input.len);
+    let first_bits = topk::first_bits(gpu.shared_optin()).min(key_bits);
     let params = TopKParams {
         input: input.as_ptr(),
         n: input.len,
@@ -83,60 +103,89 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
         indices: idx,
         keys_alt,
         indices_alt: idx_alt,
+        candidate_keys: [ck0, ck1],
+        candidate_indices: [ci0, ci1],
+        capacity,
         values_out: values.map_or(std::ptr::null_mut(), |v| v.as_mut_ptr()),
         indices_out: indices.as_mut_ptr(),
         run: SORT_TILE,
-        pass: 0,
+        level: 0,
         largest: largest as u32,
-        index_bytes,
+        index_bits,
+        first_bits,
         from_alt: 0,
     };
-    let count_shared = SMEM_BYTES.max((BUCKETS * size_of::<u32>()) as u32);
-    let wave = |pass| -> Result<Launch> {
+    // A resident wave of `threads`-thread blocks over the input.
+    let wave = |pass, threads: u32, shared: u32| -> Result<Launch> {
         let f = gpu.function(kernel(pass))?;
-        let grid = input.len.div_ceil(THREADS as u64 * 4).min(u32::MAX as u64) as u32;
-        resident(gpu, f, grid, THREADS, count_shared)
+        let grid = input.len.div_ceil(threads as u64 * 4).min(u32::MAX as u64) as u32;
+        resident(gpu, f, grid, threads, shared)
     };
-    let (counting, filtering) = (wave(TopKPass::Histogram)?, wave(TopKPass::Filter)?);
+    let first_shared = (4u32 << first_bits).max(SMEM_BYTES);
+    let counting = wave(TopKPass::Histogram, WIDE_THREADS, first_shared)?;
+    // `split` and `level` share their shape (the level's occupancy, the larger kernel, bounds both).
+    let leveling = wave(TopKPass::Level, THREADS, LEVEL_SHARED)?;
     let one_block = |shared_bytes: u32| Launch {
         grid: 1,
         block: THREADS,
         shared_bytes,
     };
+    let picking = Launch {
+        block: WIDE_THREADS,
+        ..one_block(SMEM_BYTES)
+    };
+    // The first digit, then digits of DIGIT_BITS down to the composite key's last bit: the most levels a
+    // select can take (a jump to the index's digits only shortens it).
+    let levels = 1 + (key_bits + index_bits - first_bits).div_ceil(DIGIT_BITS);
     let sort_shared = (2 * SORT_TILE as usize * size_of::<u64>()) as u32;
+    // Every pass waits for the one before it (`griddepcontrol.wait` first thing, entry.rs), so each can
+    // go as a programmatic dependent launch: most of the later passes return at once, and their launches
+    // overlap the passes before them instead of adding up.
+    let order = if gpu.dependent_launch() {
+        Order::Programmatic
+    } else {
+        Order::Stream
+    };
+    // SAFETY: as `driver::launch`; every top-k kernel takes `TopKParams<T>` (the contract's family), and
+    // waits for its predecessor before it reads anything.
+    // SAFETY (every launch): the kernels read `input` (n elements) and write the state, the pairs (k of
+    // each), the candidate buffers (`capacity` each, inside the scratch claimed below) and the k outputs, all
+    // valid (the caller, `prepare`); each launch gets the shared memory its body documents.
+    let launch = |pass, shape, p: TopKParams<T>| unsafe {
+        driver::launch(gpu.function(kernel(pass))?, shape, stream, &p, order)
+    };
     scratch.last_use.claim(stream, || {
-        // SAFETY (every launch below): the kernels read `input` (n elements) and write the state, the pairs
-        // (k of each, inside the scratch claimed here) and the k outputs, all valid (the caller, `prepare`);
-        // each launch gets the shared memory its body documents.
+        // SAFETY: the state is scratch claimed here, `STATE_WORDS` words.
         unsafe {
             driver::memset_zero(state, STATE_WORDS * 8, stream)?;
-            for pass in 0..T::KEY_BYTES + index_bytes {
-                let p = TopKParams { pass, ..params };
-                launch(gpu, kernel(TopKPass::Histogram), counting, stream, p)?;
-                launch(
-                    gpu,
-                    kernel(TopKPass::Pick),
-                    one_block(SMEM_BYTES),
-                    stream,
-                    p,
-                )?;
+            launch(TopKPass::Histogram, counting, params)?;
+            for level in 0..levels {
+                let p = TopKParams { level, ..params };
+                launch(TopKPass::Pick, picking, p)?;
+                let pass = if level == 0 {
+                    TopKPass::Split
+                } else {
+                    TopKPass::Level
+                };
+                launch(pass, leveling, p)?;
             }
-            launch(gpu, kernel(TopKPass::Filter), filtering, stream, params)?;
+            let fill = resident(
+                gpu,
+                gpu.function(kernel(TopKPass::Fill))?,
+                k.div_ceil(THREADS as u64) as u32,
+                THREADS,
+                SMEM_BYTES,
+            )?;
+            launch(TopKPass::Fill, fill, params)?;
             if k <= SORT_TILE {
-                return launch(
-                    gpu,
-                    kernel(TopKPass::Sort),
-                    one_block(sort_shared),
-                    stream,
-                    params,
-                );
+                return launch(TopKPass::Sort, one_block(sort_shared), params);
             }
             let tiles = k.div_ceil(SORT_TILE) as u32;
             let sort = Launch {
                 grid: tiles,
                 ..one_block(sort_shared)
             };
-            launch(gpu, kernel(TopKPass::SortBlock), sort, stream, params)?;
+            launch(TopKPass::SortBlock, sort, params)?;
             let (mut run, mut from_alt) = (SORT_TILE, 0);
             let merge = Launch {
                 grid: k.div_ceil(MERGE_ITEMS * THREADS as u64) as u32,
@@ -148,7 +197,7 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
                     from_alt,
                     ..params
                 };
-                launch(gpu, kernel(TopKPass::Merge), merge, stream, p)?;
+                launch(TopKPass::Merge, merge, p)?;
                 run *= 2;
                 from_alt ^= 1;
             }
@@ -159,13 +208,7 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
                 THREADS,
                 SMEM_BYTES,
             )?;
-            launch(
-                gpu,
-                kernel(TopKPass::Gather),
-                gather,
-                stream,
-                TopKParams { from_alt, ..params },
-            )
+            launch(TopKPass::Gather, gather, TopKParams { from_alt, ..params })
         }
     })
 }

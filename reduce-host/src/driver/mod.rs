@@ -2,6 +2,7 @@
 //! of them, and the crate's single kernel launch site. Everything above this module works with safe types.
 use std::ffi::{CStr, c_void};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use cust::sys::{self, CUfunction, CUjit_option, CUmodule};
 
@@ -117,7 +118,12 @@ pub(crate) struct Function {
     max_threads: u32,
     /// Resident blocks per SM, memoised by `(threads, shared bytes)`: a handful of shapes per kernel.
     occupancy: Mutex<Vec<(u32, u32, u32)>>,
+    /// The dynamic shared memory this kernel has been allowed past the default 48 KiB (0: none yet).
+    shared_allowed: AtomicU32,
 }
+
+/// Dynamic shared memory every kernel may take without opting in.
+const DEFAULT_SHARED: u32 = 48 * 1024;
 
 // SAFETY: a driver function handle may be used from any thread once its context is current there, which
 // every launch ensures; the occupancy memo is behind a mutex.
@@ -143,7 +149,29 @@ impl Function {
             raw,
             max_threads: max.clamp(32, 1024) as u32 / 32 * 32,
             occupancy: Mutex::new(Vec::new()),
+            shared_allowed: AtomicU32::new(0),
         })
+    }
+
+    /// Opts this kernel in to `shared_bytes` of dynamic shared memory when that is past the default, once
+    /// per size (the driver refuses larger launches, and counts no occupancy for them, until then).
+    fn allow_shared(&self, shared_bytes: u32) -> Result<()> {
+        if shared_bytes <= DEFAULT_SHARED
+            || shared_bytes <= self.shared_allowed.load(Ordering::Relaxed)
+        {
+            return Ok(());
+        }
+        // SAFETY: `raw` is a kernel of a loaded module; the attribute takes a byte count.
+        check(unsafe {
+            sys::cuFuncSetAttribute(
+                self.raw,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shared_bytes as i32,
+            )
+        })?;
+        self.shared_allowed
+            .fetch_max(shared_bytes, Ordering::Relaxed);
+        Ok(())
     }
 
     /// `threads` lowered, if needed, to the most (a multiple of 32) this kernel can launch with: a kernel
@@ -161,6 +189,7 @@ impl Function {
         {
             return Ok(blocks);
         }
+        self.allow_shared(shared_bytes)?;
         let mut blocks = 0;
         // SAFETY: `raw` is a kernel of a loaded module; the driver writes one int.
         check(unsafe {
@@ -201,6 +230,7 @@ pub(crate) unsafe fn launch<P>(
     params: &P,
     order: Order,
 ) -> Result<()> {
+    f.allow_shared(shape.shared_bytes)?;
     let mut args = [params as *const P as *mut c_void];
     if order == Order::Programmatic && !stream.is_legacy() {
         // SAFETY: forwarded to the caller, whose kernel waits for its predecessor.

@@ -330,7 +330,6 @@ pub unsafe fn pick<T: TopKElement>(p: TopKParams<T>) {
     let ib = p.index_bits;
     let (least, greatest) = (!state!(p, not_least), state!(p, greatest));
     let previous = state!(p, shift);
-    // SAFETY (pointers): fields of the valid state.
     let (counts, shift, width, prefix, wanted) = if p.level == 0 {
         if state!(p, mixed) == 0 {
             if t == 0 {
@@ -339,11 +338,13 @@ pub unsafe fn pick<T: TopKElement>(p: TopKParams<T>) {
             return;
         }
         let width = first_width(&p);
+        // SAFETY: a field of the valid state (caller).
         let first = unsafe { (&raw const (*p.state).first).cast::<u64>() };
         (first, key_bits::<T>() + ib - width, width, 0u128, p.k)
     } else if least == greatest && previous > ib {
         // One value key in the whole bucket: its remaining key digits are known; go to the index's.
         let width = DIGIT_BITS.min(ib);
+        // SAFETY: as above.
         let index = unsafe { (&raw const (*p.state).index).cast::<u64>() };
         (
             index,
@@ -354,6 +355,7 @@ pub unsafe fn pick<T: TopKElement>(p: TopKParams<T>) {
         )
     } else {
         let width = state!(p, next_width);
+        // SAFETY: as above.
         let next = unsafe { (&raw const (*p.state).next).cast::<u64>() };
         let prefix = (state!(p, prefix)[1] as u128) << 64 | state!(p, prefix)[0] as u128;
         (next, previous - width, width, prefix, state!(p, remaining))

@@ -1,7 +1,8 @@
 //! `cargo bench --bench topk`: device-wide top-k (`DeviceTopK::max_k`, values and indices, sorted) of f32 at
 //! n = 2^24 and 2^28, k ∈ {1, 64, 1024, 65536}, on the distributions of the top-k issue, beside the read
 //! ceiling (the bare float4 read kernel of `benches/cub/cub_bench.cu` on the same bytes) and `torch.topk`
-//! (`torch_bench.py topk_<distribution>_<k>`, same distributions drawn by torch). Each result is checked on
+//! (`torch_bench.py topk_<distribution>`, one process per distribution for every size and k, same
+//! distributions drawn by torch, before our rows). Each result is checked on
 //! the host: sorted by the rule, each value the input's at its index, and exactly k − 1 elements before the
 //! last one. Writes `topk.md` to `$OUT` (if set) or `target/bench`.
 #[allow(dead_code)] // each bench uses part of the harness
@@ -94,6 +95,21 @@ fn run() -> Result<bool, BoxError> {
     let sizes_u64: Vec<u64> = SIZES.iter().map(|&n| n as u64).collect();
     let ceiling = cub.run("read_f32", &sizes_u64);
     let mut notes = Vec::new();
+    // torch.topk, one process per distribution (every size and k): starting torch per row would take
+    // most of the bench's time.
+    let shapes: Vec<String> = SIZES
+        .iter()
+        .flat_map(|&n| KS.iter().map(move |&k| format!("{n}:{k}")))
+        .collect();
+    let torch_by_distribution: Vec<_> = DISTRIBUTIONS
+        .iter()
+        .map(|dist| {
+            support::torch::run_shapes(&format!("topk_{dist}"), &shapes).unwrap_or_else(|why| {
+                notes.push(format!("torch {dist}: {why}"));
+                Default::default()
+            })
+        })
+        .collect();
     let mut failures = Vec::new();
     let mut table = String::from(
         "| n | distribution | k | ours µs | reads (ours / ceiling) | torch.topk µs | torch / ours |\n\
@@ -127,13 +143,7 @@ fn run() -> Result<bool, BoxError> {
                 if !correct(&host, got_i, got_v) {
                     failures.push(format!("n {n} {dist} k {k}: wrong result"));
                 }
-                let torch = match support::torch::run(&format!("topk_{dist}_{k}"), &[n as u64]) {
-                    Ok(m) => m.get(&(n as u64)).copied(),
-                    Err(why) => {
-                        notes.push(format!("torch {dist} k {k}: {why}"));
-                        None
-                    }
-                };
+                let torch = torch_by_distribution[d].get(&format!("{n}:{k}")).copied();
                 let reads = read.map_or("—".into(), |c| format!("{:.2}", us / c));
                 let (t, ratio) = torch.map_or(("—".into(), "—".into()), |t| {
                     (format!("{t:.1}"), format!("{:.2}", t / us))

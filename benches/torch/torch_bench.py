@@ -5,7 +5,7 @@ Usage: torch_bench.py <op> <n> [<n> ...] with op one of histc_uniform, histc_ske
 abs_max (`x.abs().max()`), sum_squares (`(x * x).sum()`), var_mean (`torch.var_mean(x, correction=0)`),
 aminmax, logsumexp, norm_l1/norm_l2/norm_inf (`torch.linalg.vector_norm`), five_calls (sum, min, max, argmin,
 argmax: five reductions), topk_<distribution>_<k> (`torch.topk(x, k, sorted=True)` on the distributions
-of benches/topk.rs);
+of benches/topk.rs; or topk_<distribution> with shapes `<n>:<k>`, every size and k in one process);
 or torch_bench.py <op> <shape> [<shape> ...] with op rows_sum or rows_argmax (`x.sum(dim=1)`,
 `x.argmax(dim=1)` of a rows × cols float matrix, shape `<rows>x<cols>`) or ragged_sum
 (`torch.segment_reduce` over `ragged<count>`: count segments of lengths splitmix64(i) % 10001, as
@@ -161,11 +161,26 @@ def main_segmented(op, shapes, l2):
         del xs
 
 
+def main_topk(op, shapes, l2):
+    """topk_<distribution> over shapes `<n>:<k>`: one process for every size and k of a distribution, each
+    size's inputs drawn once."""
+    pairs = [tuple(int(v) for v in shape.split(":")) for shape in shapes]
+    for n in dict.fromkeys(n for n, _ in pairs):
+        copies = max(1, min(64, -(-3 * l2 // (4 * n))))
+        xs = inputs(op, n, copies)
+        for k in (k for m, k in pairs if m == n):
+            us = time_calls(lambda c: torch.topk(xs[c], k, sorted=True), copies, n)
+            print(f"torch,{op},{n}:{k},{us:.3f},{n * 4 / us / 1e3:.3f}", flush=True)
+        del xs
+
+
 def main():
     op = sys.argv[1]
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     if op.startswith("rows_") or op.startswith("ragged_"):
         return main_segmented(op, sys.argv[2:], l2)
+    if op.startswith("topk_") and op.count("_") == 1:
+        return main_topk(op, sys.argv[2:], l2)
     sizes = [int(s) for s in sys.argv[2:]]
     for n in sizes:
         copies = max(1, min(64, -(-3 * l2 // (4 * n))))

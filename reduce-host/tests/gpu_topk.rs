@@ -209,6 +209,35 @@ fn bad_arguments_write_nothing() {
     topk.min_k(&empty, 0, &mut vals, &mut idx).unwrap();
 }
 
+/// Every sub-slice offset of a 16-byte vector (0–15 elements) and lengths around the vector and block
+/// edges up to 2^21 + 15, k at the edges (1, n − 1, n): the passes' unaligned heads and ragged tails.
+fn offsets_and_edges<T: TestElement + TopKElement>(what: &str) {
+    let mut topk = handle();
+    let lengths = [1usize, 2, 15, 16, 17, 255, 4111, (1 << 21) + 15];
+    for (s, &n) in lengths.iter().enumerate().filter(|(_, n)| **n <= max_n()) {
+        let host = input::<T>(n, 100 + s as u64);
+        let n64 = n as u64;
+        // The longest input at three offsets only: its CPU reference sorts dominate the test's time.
+        let offsets: Vec<usize> = if n > 1 << 16 {
+            vec![0, 7, 15]
+        } else {
+            (0..16).collect()
+        };
+        for offset in offsets {
+            check(&mut topk, &host, offset, &[1, n64 - 1, n64], what);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn every_offset_and_edge() {
+    offsets_and_edges::<f32>("f32");
+    offsets_and_edges::<reduce_host::BF16>("bf16");
+    offsets_and_edges::<u8>("u8");
+    offsets_and_edges::<f64>("f64");
+}
+
 /// The benchmark's distributions (and two that force the select back onto the input), as f32: each
 /// takes a different path through the passes (a narrow first bucket, a bucket of one value, every key
 /// equal, a chosen bucket too large for the candidate buffer).

@@ -75,6 +75,33 @@ unsafe fn tally(counts: u32, bucket: u32, valid: bool) {
     }
 }
 
+/// Writes each voting lane's `(key, index)` after the `len` pairs at `keys`/`indices`, in lane order
+/// (`kept` is the warp's ballot of `keep`), and returns the new length: the append of a warp's
+/// shared-memory pair lists ([`Stage`], and [`Pass`]'s pending pairs).
+///
+/// # Safety
+/// Room for `len + kept.count_ones()` pairs at `keys`/`indices`.
+#[inline(always)]
+unsafe fn put(
+    keys: *mut u64,
+    indices: *mut u64,
+    len: u32,
+    kept: u32,
+    keep: bool,
+    key: u64,
+    index: u64,
+) -> u32 {
+    if keep {
+        let at = (len + (kept & warp::lanemask_lt()).count_ones()) as usize;
+        // SAFETY: at < len + popc, inside the room (caller).
+        unsafe {
+            keys.add(at).write(key);
+            indices.add(at).write(index);
+        }
+    }
+    len + kept.count_ones()
+}
+
 /// A warp's staging area for appended `(key, index)` pairs: lanes add their pairs in shared memory, and a
 /// full stage goes out with one atomic on the output's counter and coalesced stores. Appending straight to
 /// the output would take an atomic on one global counter per warp and element step: on data where many
@@ -127,15 +154,8 @@ impl Stage {
             // SAFETY: as above (the condition is the same in every lane).
             unsafe { self.flush() };
         }
-        if keep {
-            let at = (self.len + (kept & warp::lanemask_lt()).count_ones()) as usize;
-            // SAFETY: at < len + popc ≤ STAGE.
-            unsafe {
-                self.keys.add(at).write(key);
-                self.indices.add(at).write(index);
-            }
-        }
-        self.len += kept.count_ones();
+        // SAFETY: len + popc ≤ STAGE (flushed above otherwise).
+        self.len = unsafe { put(self.keys, self.indices, self.len, kept, keep, key, index) };
     }
 
     /// Copies the staged pairs out and empties the stage.
@@ -567,15 +587,18 @@ impl Pass {
         if set == 0 {
             return;
         }
-        if wanted {
-            let at = (self.pending + (set & warp::lanemask_lt()).count_ones()) as usize;
-            // SAFETY: at < pending + popc ≤ PENDING (drained below before it could pass).
-            unsafe {
-                self.pending_keys.add(at).write(key);
-                self.pending_indices.add(at).write(index);
-            }
-        }
-        self.pending += set.count_ones();
+        // SAFETY: pending + popc ≤ PENDING (drained below before it could pass).
+        self.pending = unsafe {
+            put(
+                self.pending_keys,
+                self.pending_indices,
+                self.pending,
+                set,
+                wanted,
+                key,
+                index,
+            )
+        };
         if self.pending > PENDING - 32 {
             core::hint::cold_path();
             // SAFETY: the whole warp (the condition is the same in every lane).

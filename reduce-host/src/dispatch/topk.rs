@@ -138,6 +138,17 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     // select can take (a jump to the index's digits only shortens it).
     let levels = 1 + (key_bits + index_bits - first_bits).div_ceil(DIGIT_BITS);
     let sort_shared = (2 * SORT_TILE as usize * size_of::<u64>()) as u32;
+    // A resident wave of a thread per output (the results' writers: `fill`, `gather`).
+    let over_k = |pass| -> Result<Launch> {
+        let f = gpu.function(kernel(pass))?;
+        resident(
+            gpu,
+            f,
+            k.div_ceil(THREADS as u64) as u32,
+            THREADS,
+            SMEM_BYTES,
+        )
+    };
     // Every pass waits for the one before it (`griddepcontrol.wait` first thing, entry.rs), so each can
     // go as a programmatic dependent launch: most of the later passes return at once, and their launches
     // overlap the passes before them instead of adding up.
@@ -169,14 +180,7 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
                 };
                 launch(pass, leveling, p)?;
             }
-            let fill = resident(
-                gpu,
-                gpu.function(kernel(TopKPass::Fill))?,
-                k.div_ceil(THREADS as u64) as u32,
-                THREADS,
-                SMEM_BYTES,
-            )?;
-            launch(TopKPass::Fill, fill, params)?;
+            launch(TopKPass::Fill, over_k(TopKPass::Fill)?, params)?;
             if k <= SORT_TILE {
                 return launch(TopKPass::Sort, one_block(sort_shared), params);
             }
@@ -201,14 +205,11 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
                 run *= 2;
                 from_alt ^= 1;
             }
-            let gather = resident(
-                gpu,
-                gpu.function(kernel(TopKPass::Gather))?,
-                k.div_ceil(THREADS as u64) as u32,
-                THREADS,
-                SMEM_BYTES,
-            )?;
-            launch(TopKPass::Gather, gather, TopKParams { from_alt, ..params })
+            launch(
+                TopKPass::Gather,
+                over_k(TopKPass::Gather)?,
+                TopKParams { from_alt, ..params },
+            )
         }
     })
 }

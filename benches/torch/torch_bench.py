@@ -5,7 +5,8 @@ Usage: torch_bench.py <op> <n> [<n> ...] with op one of histc_uniform, histc_ske
 abs_max (`x.abs().max()`), sum_squares (`(x * x).sum()`), var_mean (`torch.var_mean(x, correction=0)`),
 aminmax, logsumexp, norm_l1/norm_l2/norm_inf (`torch.linalg.vector_norm`), five_calls (sum, min, max, argmin,
 argmax: five reductions), topk_<distribution>_<k> (`torch.topk(x, k, sorted=True)` on the distributions
-of benches/topk.rs; or topk_<distribution> with shapes `<n>:<k>`, every size and k in one process);
+of benches/topk.rs; or topk_<distribution> with shapes `<n>:<k>`, every size and k in one process; or
+rowtopk_f32/rowtopk_bf16 with shapes `<rows>x<cols>:<k>`, `torch.topk(x, k, dim=1)` of N(0, 1) logits);
 or torch_bench.py <op> <shape> [<shape> ...] with op rows_sum or rows_argmax (`x.sum(dim=1)`,
 `x.argmax(dim=1)` of a rows × cols float matrix, shape `<rows>x<cols>`) or ragged_sum
 (`torch.segment_reduce` over `ragged<count>`: count segments of lengths splitmix64(i) % 10001, as
@@ -174,11 +175,31 @@ def main_topk(op, shapes, l2):
         del xs
 
 
+def main_rowtopk(op, shapes, l2):
+    """rowtopk_<dtype> over shapes `<rows>x<cols>:<k>`: torch.topk(x, k, dim=1) of N(0, 1) logits, each
+    shape's inputs drawn once."""
+    dtype = torch.bfloat16 if op.endswith("_bf16") else torch.float32
+    elem = 2 if dtype == torch.bfloat16 else 4
+    pairs = [(shape.split(":")[0], int(shape.split(":")[1])) for shape in shapes]
+    g = torch.Generator(device="cuda").manual_seed(2024)
+    for dims in dict.fromkeys(d for d, _ in pairs):
+        rows, cols = (int(v) for v in dims.split("x"))
+        n = rows * cols
+        copies = max(1, min(64, -(-3 * l2 // (elem * n))))
+        xs = [torch.randn(rows, cols, device="cuda", generator=g).to(dtype) for _ in range(copies)]
+        for k in (k for d, k in pairs if d == dims):
+            us = time_calls(lambda c: torch.topk(xs[c], k, dim=1, sorted=True), copies, n)
+            print(f"torch,{op},{dims}:{k},{us:.3f},{n * elem / us / 1e3:.3f}", flush=True)
+        del xs
+
+
 def main():
     op = sys.argv[1]
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     if op.startswith("rows_") or op.startswith("ragged_"):
         return main_segmented(op, sys.argv[2:], l2)
+    if op.startswith("rowtopk_"):
+        return main_rowtopk(op, sys.argv[2:], l2)
     if op.startswith("topk_") and op.count("_") == 1:
         return main_topk(op, sys.argv[2:], l2)
     sizes = [int(s) for s in sys.argv[2:]]

@@ -180,6 +180,38 @@ pub unsafe fn shared_add_u32(a: u32, v: u32) {
     unsafe { asm!("red.shared.add.u32 [{0}], {1};", in(reg32) a, in(reg32) v, options(nostack)) }
 }
 
+/// Atomically adds `v` to the `u32` at shared-window address `a` and returns the old value (`atom.shared`):
+/// a slot in a shared buffer for each appending thread.
+///
+/// # Safety
+/// `a` must be a [`shared_window`] address of a 4-byte aligned `u32` in this block's shared memory.
+#[inline(always)]
+pub unsafe fn shared_fetch_add_u32(a: u32, v: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller guarantees `a` addresses a shared-memory u32.
+    unsafe {
+        asm!("atom.shared.add.u32 {0}, [{1}], {2};", out(reg32) old, in(reg32) a, in(reg32) v,
+             options(nostack))
+    };
+    old
+}
+
+/// `__syncthreads_or(p)`: a barrier that also tells every thread whether `p` held in any thread of the
+/// block (`bar.red.or.pred`), so a block-wide decision costs no shared word and no second barrier.
+///
+/// # Safety
+/// As [`sync_threads`]: every thread of the block must reach it.
+#[inline(always)]
+pub unsafe fn sync_threads_or(p: bool) -> bool {
+    let any: u32;
+    // SAFETY: the caller upholds the convergence requirement; barrier 0 is the one `sync_threads` uses.
+    unsafe {
+        asm!("{{ .reg .pred p, q; setp.ne.u32 p, {1}, 0; bar.red.or.pred q, 0, p; selp.u32 {0}, 1, 0, q; }}",
+             out(reg32) any, in(reg32) p as u32, options(nostack))
+    };
+    any != 0
+}
+
 /// Atomically adds `v` to `*p` at GPU scope and returns the old value (`atomicAdd` on `unsigned long long`).
 ///
 /// # Safety

@@ -340,3 +340,30 @@ mod topk {
     use super::*;
     reduce_contract::topk_types!(topk_kernels);
 }
+
+/// One exported kernel per pass of the per-segment top-k of element type `$ty`. `merge` waits for
+/// `select` (programmatic dependent launch, as the device-wide passes).
+macro_rules! row_topk_kernels {
+    ($($ty:ident),* $(,)?) => {$(
+        mod ${concat(row_topk_, $ty)} {
+            use super::*;
+            type Params = reduce_contract::params::RowTopKParams<elem::$ty>;
+            #[unsafe(export_name = kernel_name!(row_topk select $ty))]
+            pub unsafe extern "ptx-kernel" fn select(p: Params) {
+                crate::arch::launch_dependents();
+                crate::arch::wait_for_primary();
+                unsafe { crate::row_topk::select(p) }
+            }
+            #[unsafe(export_name = kernel_name!(row_topk merge $ty))]
+            pub unsafe extern "ptx-kernel" fn merge(p: Params) {
+                crate::arch::wait_for_primary();
+                unsafe { crate::row_topk::merge(p) }
+            }
+        }
+    )*};
+}
+
+mod row_topk {
+    use super::*;
+    reduce_contract::topk_types!(row_topk_kernels);
+}

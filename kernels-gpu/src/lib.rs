@@ -22,6 +22,7 @@
 //! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
 //! | [`select`] | stream compaction: unordered (warp-aggregated atomics) and stable (look-back) |
 //! | [`topk`] | device-wide top-k: radix-select passes over composite keys, the filter, block sort and merges |
+//! | [`row_topk`] | per-segment top-k: a block's threshold filter into shared candidates, radix-select compactions, bitonic sort |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |
 //! | [`util`] | the spin kernel benchmarks queue ahead of timed work |
 //! | [`tile_tests`] | one-primitive kernels for the host's tile tests |
@@ -60,6 +61,7 @@ pub mod histogram;
 pub mod lookback;
 pub mod op;
 pub mod reproducible;
+pub mod row_topk;
 pub mod seed;
 pub mod segmented;
 pub mod select;

@@ -185,6 +185,55 @@ impl<T> Clone for TopKParams<T> {
 }
 impl<T> Copy for TopKParams<T> {}
 
+/// The parameters of the per-segment top-k kernels ([`crate::kernels::RowTopKPass`]): segments as rows
+/// (`begin` null: segment `s` is `input[s · stride ..][..len]`) or offsets (`begin[s] .. end[s]`, checked on
+/// the device), each with `k` results in `values_out`/`indices_out[s · k ..]`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct RowTopKParams<T> {
+    /// Elements; unmodified while the kernels run.
+    pub input: *const T,
+    /// Elements of `input`.
+    pub n: u64,
+    /// Segments.
+    pub count: u64,
+    /// Rows: each row's length (at most [`crate::topk::ROW_MAX_LEN`], checked by the host).
+    pub len: u64,
+    /// Rows: elements from one row's start to the next's.
+    pub stride: u64,
+    /// Offsets: `count` segment starts, or null for rows.
+    pub begin: *const u64,
+    /// Offsets: `count` segment ends.
+    pub end: *const u64,
+    /// Offsets: set to 1 when a segment is out of range or longer than [`crate::topk::ROW_MAX_LEN`]; that
+    /// segment is treated as empty.
+    pub error: *mut u32,
+    /// Results per segment: `1 ≤ k ≤ [`crate::topk::ROW_K_MAX`]`.
+    pub k: u64,
+    /// Blocks per segment of `select`: 1 writes the results; more write each piece's k best to
+    /// `piece_keys`/`piece_indices` for `merge`.
+    pub pieces: u64,
+    /// `count · pieces · k` value keys of the pieces' results (unsorted; a missing one is key 0 and inverted
+    /// index 0).
+    pub piece_keys: *mut u64,
+    /// The inverted indices (in the segment) beside `piece_keys`.
+    pub piece_indices: *mut u32,
+    /// `count · k` values, best first per segment; null for indices only.
+    pub values_out: *mut T,
+    /// `count · k` indices in the segment, best first; `u64::MAX` past a short segment's length.
+    pub indices_out: *mut u64,
+    /// Nonzero for the greatest elements (`max_k`), zero for the least.
+    pub largest: u32,
+}
+
+// Copy whatever the element type: the struct holds only pointers to it and plain numbers.
+impl<T> Clone for RowTopKParams<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for RowTopKParams<T> {}
+
 /// `util_spin`: one thread busy-waits this long.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

@@ -89,6 +89,64 @@ pub const fn capacity(n: u64) -> u64 {
     if c < n { c } else { n }
 }
 
+/// Threads of a per-segment top-k block: also the buckets of its 8-bit radix digits.
+pub const ROW_THREADS: u32 = 256;
+/// The largest k of the per-segment top-k.
+pub const ROW_K_MAX: u64 = 1024;
+/// The longest segment of the per-segment top-k: its indices, inverted in 32 bits, stay above 0, which
+/// marks a missing result.
+pub const ROW_MAX_LEN: u64 = u32::MAX as u64;
+/// 16-byte vectors each thread of a per-segment block loads per trip, for elements of `elem_bytes`: as
+/// many as the element has bytes, at most four, so that a trip is 4096 elements (2048 for 8-byte ones) and
+/// a thread has 16–64 bytes in flight.
+pub const fn row_trip_vectors(elem_bytes: u32) -> u32 {
+    if elem_bytes < 4 { elem_bytes } else { 4 }
+}
+
+/// Elements of a per-segment block's trip: what it may append to its candidates between two checks.
+pub const fn row_trip(elem_bytes: u32) -> u32 {
+    ROW_THREADS * row_trip_vectors(elem_bytes) * (16 / elem_bytes)
+}
+/// Bytes ahead of a per-segment block's candidate slots in its shared memory: the block scan's slots (at
+/// offset 0), 256 digit counters (at 512), control words (at 1536), and the list of free slots a compaction
+/// fills (at 2048, [`ROW_K_MAX`] of them).
+pub const ROW_HEADER: u32 = 2048 + 4 * ROW_K_MAX as u32;
+
+/// Candidate slots of a per-segment block for elements of `elem_bytes`: twice [`ROW_K_MAX`] and one trip's
+/// elements, so that a compaction (down to k) leaves room for at least k more before the next.
+pub const fn row_capacity(elem_bytes: u32) -> u32 {
+    2 * ROW_K_MAX as u32 + row_trip(elem_bytes)
+}
+
+/// The shared memory of a per-segment block: the header, then each slot's value key (4 bytes for keys of
+/// at most 4, else 8) and inverted index (4).
+pub const fn row_shared(elem_bytes: u32, key_bytes: u32) -> u32 {
+    let key = if key_bytes <= 4 { 4 } else { 8 };
+    ROW_HEADER + row_capacity(elem_bytes) * (key + 4)
+}
+
+/// The shortest piece a segment is split into: below this, a piece's k results cost more than the
+/// parallelism gains.
+pub const ROW_MIN_PIECE: u64 = 16384;
+
+/// Blocks per segment for `count` segments of about `len` elements on a device that keeps `resident`
+/// blocks at once: enough to fill it, none shorter than [`ROW_MIN_PIECE`], at most 64.
+pub const fn row_pieces(count: u64, len: u64, resident: u64) -> u64 {
+    if count == 0 {
+        return 1;
+    }
+    let want = resident.div_ceil(count);
+    let most = len / ROW_MIN_PIECE;
+    let p = if want < most { want } else { most };
+    if p < 1 {
+        1
+    } else if p > 64 {
+        64
+    } else {
+        p
+    }
+}
+
 /// Elements top-k selects among: the ordered element types, each with an order-preserving key.
 pub trait TopKElement: Element {
     /// Bytes of [`key`](Self::key) (the passes over the value).
@@ -358,5 +416,23 @@ mod tests {
         assert_eq!(first_bits(48 * 1024), 13);
         assert_eq!(capacity(100), 100);
         assert_eq!(capacity(1 << 28), 1 << 25);
+    }
+
+    #[test]
+    fn per_segment_blocks_fit_their_trips() {
+        for bytes in [1, 2, 4, 8] {
+            let cap = row_capacity(bytes) as u64;
+            // After a compaction to k, a whole trip (and a scalar one) must fit.
+            assert!(cap >= ROW_K_MAX + row_trip(bytes) as u64);
+            assert!(cap >= ROW_K_MAX + ROW_THREADS as u64);
+            assert!(cap.is_multiple_of(ROW_THREADS as u64));
+            // Within the opt-in shared memory of every supported GPU (sm_75's 64 KiB).
+            assert!(row_shared(bytes, bytes) <= 64 * 1024, "{bytes}");
+        }
+        assert_eq!(row_pieces(64, 131072, 660), 8);
+        assert_eq!(row_pieces(4096, 151936, 660), 1);
+        assert_eq!(row_pieces(1, 1 << 30, 660), 64);
+        assert_eq!(row_pieces(3, 100, 660), 1);
+        assert_eq!(row_pieces(0, 0, 660), 1);
     }
 }

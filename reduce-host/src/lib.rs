@@ -56,7 +56,9 @@
 //! # Top-k
 //! [`DeviceTopK`] writes the k greatest ([`max_k`](DeviceTopK::max_k)) or least
 //! ([`min_k`](DeviceTopK::min_k)) elements and their indices, sorted best first, with one answer for every
-//! input: ties go to the smaller index, NaN counts as beyond ±∞.
+//! input: ties go to the smaller index, NaN counts as beyond ±∞;
+//! [`segmented_max_k`](DeviceTopK::segmented_max_k) does it for every row or offset segment at once (k ≤
+//! [`SEGMENT_K_MAX`]), as top-k sampling needs.
 #![warn(missing_docs)]
 
 #[doc(hidden)]
@@ -117,7 +119,7 @@ pub use stream::StreamRef;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use testing::LaneWord;
-pub use topk::{DeviceTopK, TopKElement};
+pub use topk::{DeviceTopK, SEGMENT_K_MAX, TopKElement};
 pub use tuning::Policy;
 pub use view::{DeviceView, DeviceViewMut};
 

@@ -2,13 +2,19 @@
 //! indices.
 use cust::stream::Stream;
 
+use crate::dispatch::segmented::Layout;
 use crate::dispatch::topk::Scratch;
 use crate::dispatch::{self, call::Call};
 use crate::element::OrdElement;
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, InContext};
+use crate::segments::Segments;
 use crate::stream::StreamRef;
 use crate::view::{DeviceView, DeviceViewMut};
+use reduce_contract::topk::ROW_MAX_LEN;
+
+/// The largest `k` of [`DeviceTopK::segmented_max_k`] and its kin.
+pub const SEGMENT_K_MAX: u64 = reduce_contract::topk::ROW_K_MAX;
 
 mod sealed {
     pub trait Sealed {}
@@ -226,6 +232,223 @@ impl DeviceTopK {
             indices.into(),
             Some(stream.into()),
         )
+    }
+
+    /// Writes the `k` greatest elements of each segment of `input` to `values[s · k ..][..k]` and their
+    /// indices (in the segment) to `indices[s · k ..][..k]`, greatest first, with the rules of
+    /// [`max_k`](Self::max_k) (ties: smaller index first; NaN above +∞).
+    ///
+    /// - `k` is at most [`SEGMENT_K_MAX`] (1024), and may exceed a segment's length: the results past it
+    ///   are index `u64::MAX` with the least value (−∞, or the type's least integer).
+    /// - A segment may hold at most `u32::MAX` elements. Offsets out of range (`end < begin`, past the
+    ///   input) or farther apart than that are an [`Error::InvalidArgument`] after the call, and that
+    ///   segment's results are all padding.
+    /// - `k = 0` or no segments writes nothing; outputs shorter than `count · k` are an
+    ///   [`Error::InvalidArgument`] and nothing is written.
+    ///
+    /// A block per segment reads it once, keeping in shared memory only the elements at or above the k-th
+    /// best seen so far; a few long segments are cut into pieces whose results one more small pass merges.
+    ///
+    /// ```no_run
+    /// use cust::memory::{CopyDestination, DeviceBuffer};
+    /// use reduce_host::{DeviceTopK, Segments};
+    ///
+    /// let mut topk = DeviceTopK::new()?;
+    /// // Two rows of four logits.
+    /// let x = DeviceBuffer::from_slice(&[0.1f32, 2.0, -1.0, 2.0, 5.0, 0.0, 4.0, 3.0])?;
+    /// let mut values = DeviceBuffer::from_slice(&[0.0f32; 4])?;
+    /// let mut indices = DeviceBuffer::from_slice(&[0u64; 4])?;
+    /// topk.segmented_max_k(&x, Segments::fixed(2, 4), 2, &mut values, &mut indices)?;
+    /// let mut host = [0u64; 4];
+    /// indices.copy_to(&mut host[..])?;
+    /// assert_eq!(host, [1, 3, 0, 2]); // row 0: the two 2.0 by index; row 1: 5.0, then 4.0
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn segmented_max_k<'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        segments: Segments<'_>,
+        k: u64,
+        values: impl Into<DeviceViewMut<'b, T>>,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+    ) -> Result<()> {
+        let values = Some(values.into());
+        self.per_segment(
+            true,
+            input.into(),
+            segments,
+            k,
+            values,
+            indices.into(),
+            None,
+        )
+    }
+
+    /// [`segmented_max_k`](Self::segmented_max_k) for the `k` least of each segment, least first (NaN
+    /// below −∞); the padding's value is the greatest (+∞, or the type's greatest integer).
+    pub fn segmented_min_k<'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        segments: Segments<'_>,
+        k: u64,
+        values: impl Into<DeviceViewMut<'b, T>>,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+    ) -> Result<()> {
+        let values = Some(values.into());
+        self.per_segment(
+            false,
+            input.into(),
+            segments,
+            k,
+            values,
+            indices.into(),
+            None,
+        )
+    }
+
+    /// [`segmented_max_k`](Self::segmented_max_k) writing only the indices.
+    pub fn segmented_max_k_indices<'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        segments: Segments<'_>,
+        k: u64,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+    ) -> Result<()> {
+        self.per_segment(true, input.into(), segments, k, None, indices.into(), None)
+    }
+
+    /// [`segmented_min_k`](Self::segmented_min_k) writing only the indices.
+    pub fn segmented_min_k_indices<'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        segments: Segments<'_>,
+        k: u64,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+    ) -> Result<()> {
+        self.per_segment(false, input.into(), segments, k, None, indices.into(), None)
+    }
+
+    /// Enqueues [`segmented_max_k`](Self::segmented_max_k) on `stream` and returns without waiting; bad
+    /// offsets are not reported (their segments' results are padding).
+    ///
+    /// # Safety
+    /// As [`max_k_async`](Self::max_k_async), and the offsets (if any) too must stay allocated and
+    /// unmodified until `stream` has passed this work.
+    pub unsafe fn segmented_max_k_async<'s, 'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        segments: Segments<'_>,
+        k: u64,
+        values: impl Into<DeviceViewMut<'b, T>>,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<()> {
+        let (values, stream) = (Some(values.into()), Some(stream.into()));
+        self.per_segment(
+            true,
+            input.into(),
+            segments,
+            k,
+            values,
+            indices.into(),
+            stream,
+        )
+    }
+
+    /// Enqueues [`segmented_min_k`](Self::segmented_min_k) on `stream` and returns without waiting.
+    ///
+    /// # Safety
+    /// As [`segmented_max_k_async`](Self::segmented_max_k_async).
+    pub unsafe fn segmented_min_k_async<'s, 'a, 'b, T: TopKElement>(
+        &mut self,
+        input: impl Into<DeviceView<'a, T>>,
+        segments: Segments<'_>,
+        k: u64,
+        values: impl Into<DeviceViewMut<'b, T>>,
+        indices: impl Into<DeviceViewMut<'b, u64>>,
+        stream: impl Into<StreamRef<'s>>,
+    ) -> Result<()> {
+        let (values, stream) = (Some(values.into()), Some(stream.into()));
+        self.per_segment(
+            false,
+            input.into(),
+            segments,
+            k,
+            values,
+            indices.into(),
+            stream,
+        )
+    }
+
+    /// Checks a per-segment call and enqueues it, on `stream` or (`None`) on the handle's stream, waiting
+    /// for it and reporting bad offsets.
+    #[allow(clippy::too_many_arguments)]
+    fn per_segment<T: TopKElement>(
+        &mut self,
+        largest: bool,
+        input: DeviceView<'_, T>,
+        segments: Segments<'_>,
+        k: u64,
+        values: Option<DeviceViewMut<'_, T>>,
+        indices: DeviceViewMut<'_, u64>,
+        stream: Option<StreamRef<'_>>,
+    ) -> Result<()> {
+        let blocking = stream.is_none();
+        let stream = stream.unwrap_or(StreamRef::from(&*self.stream));
+        let mut call = Call::new(&self.gpu)?;
+        let input = call.input(input, "input")?;
+        let layout = segments.layout(input.len, |v, what| call.input(v, what))?;
+        if k > SEGMENT_K_MAX {
+            return Err(Error::InvalidArgument(format!(
+                "k = {k} per segment is more than {SEGMENT_K_MAX}; select from long segments one by one \
+                 with max_k/min_k"
+            )));
+        }
+        if let Layout::Rows { len, .. } = layout
+            && len > ROW_MAX_LEN
+        {
+            return Err(Error::InvalidArgument(format!(
+                "rows of {len} elements are longer than the {ROW_MAX_LEN} a segment may hold"
+            )));
+        }
+        let wanted = layout.count() * k;
+        let values = values.map(|v| call.output(&v, "values")).transpose()?;
+        let indices = call.output(&indices, "indices")?;
+        for (what, len) in [
+            ("values", values.map(|v| v.len)),
+            ("indices", Some(indices.len)),
+        ] {
+            if let Some(len) = len.filter(|&len| len < wanted) {
+                return Err(Error::InvalidArgument(format!(
+                    "the {what} output holds {len} elements; {} segments of k = {k} need {wanted}",
+                    layout.count()
+                )));
+            }
+        }
+        if wanted == 0 {
+            return Ok(());
+        }
+        let gpu = &self.gpu;
+        let (rows, last_use) = self.scratch.rows();
+        // SAFETY: the input, offsets and outputs are checked, borrowed views, the outputs at least
+        // count · k long; rows lie in the input and are at most ROW_MAX_LEN long; 1 ≤ k ≤ SEGMENT_K_MAX.
+        // Blocking calls wait below; async callers keep everything alive per their contract.
+        call.enqueue(stream, || unsafe {
+            dispatch::row_topk::enqueue(
+                gpu, rows, last_use, input, layout, k, largest, values, indices, stream,
+            )
+        })?;
+        if !blocking {
+            return Ok(());
+        }
+        if matches!(layout, Layout::Offsets { .. }) && rows.read_error(stream)? {
+            return Err(Error::InvalidArgument(
+                "a segment's offsets are out of range (end < begin, end past the input, or more than \
+                 u32::MAX elements); its results are padding"
+                    .into(),
+            ));
+        }
+        crate::driver::synchronize(stream)
     }
 
     fn blocking<T: TopKElement>(

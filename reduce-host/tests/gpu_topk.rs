@@ -3,8 +3,7 @@
 //! reference's first k, and each value the input's element at its index. Ignored without a GPU.
 mod common;
 
-use std::cmp::Ordering;
-
+use common::topk::{by_value, tied_input};
 use common::{NEEDS_GPU, TestElement, download, max_n, rng, upload_at};
 use cust::memory::DeviceBuffer;
 use cust::stream::{Stream, StreamFlags};
@@ -14,19 +13,6 @@ use reduce_host::{DeviceTopK, DeviceView, Error, TopKElement};
 fn handle() -> DeviceTopK {
     DeviceTopK::new()
         .expect("GPU tests need a CUDA device (run them with --include-ignored only on a GPU)")
-}
-
-/// `a` before `b` in `max_k`'s order of values: NaN first, then greater first.
-fn by_value<T: TestElement>(a: T, b: T, largest: bool) -> Ordering {
-    match (a.is_nan(), b.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Less,
-        (false, true) => Ordering::Greater,
-        _ => {
-            let o = a.partial_cmp(&b).expect("numbers compare");
-            if largest { o.reverse() } else { o }
-        }
-    }
 }
 
 /// Every index of `host`, best first (ties by index).
@@ -72,28 +58,6 @@ fn check<T: TestElement + TopKElement>(
     }
 }
 
-/// Random values with ties (a fifth drawn from a few values) and the type's specials planted.
-fn input<T: TestElement>(n: usize, seed: u64) -> Vec<T> {
-    let mut r = rng(seed);
-    let pool: Vec<T> = (0..4).map(|_| T::random(&mut r)).collect();
-    let mut v: Vec<T> = (0..n)
-        .map(|_| {
-            if r.random_range(0..5) == 0 {
-                pool[r.random_range(0..pool.len())]
-            } else {
-                T::random(&mut r)
-            }
-        })
-        .collect();
-    for (j, s) in T::specials().into_iter().enumerate() {
-        if n > 0 {
-            let at = (j * 7919 + n / 2) % n;
-            v[at] = s;
-        }
-    }
-    v
-}
-
 fn every_size<T: TestElement + TopKElement>(what: &str) {
     let mut topk = handle();
     let sizes = [
@@ -110,7 +74,7 @@ fn every_size<T: TestElement + TopKElement>(what: &str) {
         (1 << 20) + 3,
     ];
     for (s, &n) in sizes.iter().enumerate().filter(|(_, n)| **n <= max_n()) {
-        let host = input::<T>(n, 7 + s as u64);
+        let host = tied_input::<T>(n, 7 + s as u64);
         let n64 = n as u64;
         let ks = [1, 2, 7, 64, 1024, 2048, 2049, 5000, n64 / 2, n64 - 1, n64];
         for offset in [0, 1, 3] {
@@ -215,7 +179,7 @@ fn offsets_and_edges<T: TestElement + TopKElement>(what: &str) {
     let mut topk = handle();
     let lengths = [1usize, 2, 15, 16, 17, 255, 4111, (1 << 21) + 15];
     for (s, &n) in lengths.iter().enumerate().filter(|(_, n)| **n <= max_n()) {
-        let host = input::<T>(n, 100 + s as u64);
+        let host = tied_input::<T>(n, 100 + s as u64);
         let n64 = n as u64;
         // The longest input at three offsets only: its CPU reference sorts dominate the test's time.
         let offsets: Vec<usize> = if n > 1 << 16 {
@@ -295,7 +259,7 @@ fn large_k_merges_and_async_calls_agree() {
     if n > max_n() {
         return;
     }
-    let host = input::<f32>(n, 5);
+    let host = tied_input::<f32>(n, 5);
     check(
         &mut topk,
         &host,

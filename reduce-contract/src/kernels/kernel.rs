@@ -7,14 +7,14 @@ use core::fmt::Debug;
 
 use super::keys::{
     Counter, Elem, FloatElem, Key, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass,
-    Sample, SeedVersion, SegmentedPass, SelectPass, Stat, TopKPass,
+    RowTopKPass, Sample, SeedVersion, SegmentedPass, SelectPass, Stat, TopKPass,
 };
 use super::module::Module;
 use super::name::Name;
 use crate::layout::Indexed;
 use crate::params::{
-    HistogramParams, LaneParams, ReduceParams, ReproParams, SegmentedParams, SelectParams,
-    SpinParams, TopKParams,
+    HistogramParams, LaneParams, ReduceParams, ReproParams, RowTopKParams, SegmentedParams,
+    SelectParams, SpinParams, TopKParams,
 };
 
 /// A kernel of the built-in images: its module and its slot there.
@@ -270,6 +270,13 @@ pub struct TopKKernel(pub Elem, pub TopKPass);
 
 kernel!(TopKKernel, |k| (Module::TopK(k.0), k.1.ordinal()), [T] TopKParams<T>, TopKParams<u8>);
 
+/// A kernel of the per-segment top-k of an element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowTopKKernel(pub Elem, pub RowTopKPass);
+
+kernel!(RowTopKKernel, |k| (Module::RowTopK(k.0), k.1.ordinal()), [T] RowTopKParams<T>,
+    RowTopKParams<u8>);
+
 /// A version of the seed chapter's f32 sum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SeedKernel(pub SeedVersion);
@@ -365,6 +372,11 @@ pub fn every_kernel() -> impl Iterator<Item = (Module, Name, usize)> {
     let topk = Elem::ALL
         .iter()
         .flat_map(|&e| TopKPass::ALL.iter().map(move |&p| entry(TopKKernel(e, p))));
+    let row_topk = Elem::ALL.iter().flat_map(|&e| {
+        RowTopKPass::ALL
+            .iter()
+            .map(move |&p| entry(RowTopKKernel(e, p)))
+    });
     reduce
         .chain(atomic)
         .chain(segmented)
@@ -378,6 +390,7 @@ pub fn every_kernel() -> impl Iterator<Item = (Module, Name, usize)> {
         .chain(testing)
         .chain(stats)
         .chain(topk)
+        .chain(row_topk)
 }
 
 // `Indexed` is the accumulator of the arg-reductions: the params of a family are sized by pointers alone.

@@ -230,6 +230,16 @@ keys! {
         Gather = "gather",
     }
 
+    /// The kernels of a per-segment top-k, each taking [`crate::params::RowTopKParams`] (see
+    /// [`crate::topk`]'s per-segment section).
+    RowTopKPass {
+        /// A block per segment (or piece of one): its k best, sorted into the outputs, or unsorted into the
+        /// pieces' buffer when segments are split.
+        Select = "select",
+        /// A block per split segment: the k best of its pieces' results, sorted into the outputs.
+        Merge = "merge",
+    }
+
     /// A version of the seed chapter's sum, each taking [`crate::params::ReduceParams`].
     #[allow(missing_docs)]
     SeedVersion {

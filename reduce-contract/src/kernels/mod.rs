@@ -25,13 +25,13 @@ pub mod name;
 
 pub use kernel::{
     Family, HistogramBytes, HistogramKernel, Kernel, PerSegment, ReduceKernel, Reduction,
-    ReproKernel, ReproSegments, ReproSegmentsKernel, SeedKernel, SegmentedKernel, SelectBy,
-    SelectFlagged, SelectKernel, Spin, StatKernel, StatPass, SumAtomic, Takes, TestKernel,
-    TopKKernel, every_kernel,
+    ReproKernel, ReproSegments, ReproSegmentsKernel, RowTopKKernel, SeedKernel, SegmentedKernel,
+    SelectBy, SelectFlagged, SelectKernel, Spin, StatKernel, StatPass, SumAtomic, Takes,
+    TestKernel, TopKKernel, every_kernel,
 };
 pub use keys::{
     Counter, Elem, FloatElem, Key, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass,
-    Sample, SeedVersion, SegmentedPass, SelectPass, Stat, TopKPass,
+    RowTopKPass, Sample, SeedVersion, SegmentedPass, SelectPass, Stat, TopKPass,
 };
 pub use module::Module;
 pub use name::Name;
@@ -85,6 +85,9 @@ macro_rules! kernel_name {
     };
     (topk $pass:ident $ty:ident) => {
         concat!("topk_", stringify!($pass), "_", stringify!($ty))
+    };
+    (row_topk $pass:ident $ty:ident) => {
+        concat!("row_topk_", stringify!($pass), "_", stringify!($ty))
     };
     (select_flagged $ty:ident) => {
         concat!("select_flagged_", stringify!($ty))

@@ -9,8 +9,8 @@ use crate::view::{DeviceView, DeviceViewMut, Home, overlap};
 
 use super::Span;
 
-/// The most views one call takes (input, output, and two offset arrays, or a count and flags).
-const MAX_VIEWS: usize = 4;
+/// The most views one call takes (input, two offset arrays, and two outputs: a per-segment top-k).
+const MAX_VIEWS: usize = 5;
 
 /// A view already checked: its bytes, its name in messages, and whether the call writes it.
 #[derive(Clone, Copy)]

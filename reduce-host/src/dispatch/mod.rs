@@ -6,6 +6,7 @@ pub(crate) mod call;
 pub(crate) mod histogram;
 pub(crate) mod reduce;
 pub(crate) mod reproducible;
+pub(crate) mod row_topk;
 pub(crate) mod seed;
 pub(crate) mod segmented;
 pub(crate) mod select;

@@ -8,6 +8,7 @@ use reduce_contract::topk::{
     self, DIGIT_BITS, LEVEL_SHARED, MERGE_ITEMS, SORT_TILE, State, THREADS, WIDE_THREADS,
 };
 
+use super::row_topk::RowScratch;
 use super::{Span, resident};
 use crate::driver::{self, Launch, Order};
 use crate::error::Result;
@@ -23,6 +24,8 @@ pub(crate) struct Scratch {
     state: DeviceBuffer<u64>,
     pairs: DeviceBuffer<u64>,
     candidates: DeviceBuffer<u64>,
+    /// The per-segment top-k's temporaries.
+    rows: RowScratch,
     last_use: LastUse,
 }
 
@@ -45,6 +48,7 @@ impl Scratch {
             state: driver::zeroed(STATE_WORDS)?,
             pairs: driver::zeroed(4 * SORT_TILE as usize)?,
             candidates: driver::zeroed(4 * 4096)?,
+            rows: RowScratch::new()?,
             last_use: LastUse::new()?,
         })
     }
@@ -52,6 +56,11 @@ impl Scratch {
     /// Waits on the host until the last work that used the scratch is done.
     pub fn wait_idle(&self) -> Result<()> {
         self.last_use.synchronize()
+    }
+
+    /// The per-segment temporaries, and the last use that orders every reuse of the scratch.
+    pub fn rows(&mut self) -> (&mut RowScratch, &mut LastUse) {
+        (&mut self.rows, &mut self.last_use)
     }
 
     /// Room for four arrays of `k` words (keys, indices, and the merge passes' second pair) and four of

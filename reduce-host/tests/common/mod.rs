@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod instantiate;
+pub mod topk;
 
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy, DeviceSlice};
 use rand::rngs::SmallRng;

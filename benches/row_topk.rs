@@ -177,11 +177,6 @@ fn run() -> Result<bool, BoxError> {
     for n in notes.iter().chain(&failures) {
         writeln!(report, "\n- {n}")?;
     }
-    print!("{report}");
-    let dir = std::env::var_os("OUT")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "target/bench".into());
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("row_topk.md"), &report)?;
+    support::write_report("row_topk.md", &report)?;
     Ok(failures.is_empty())
 }

@@ -15,3 +15,14 @@ pub use exit::{BoxError, main};
 pub fn open_gpu() -> Result<Gpu, BoxError> {
     exit::open(Gpu::new())
 }
+
+/// Prints a bench's markdown report and writes it to `name` in `$OUT` (if set) or `target/bench`.
+pub fn write_report(name: &str, report: &str) -> Result<(), BoxError> {
+    print!("{report}");
+    let dir = std::env::var_os("OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "target/bench".into());
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join(name), report)?;
+    Ok(())
+}

@@ -87,10 +87,7 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     let select = gpu.function(kernel(RowTopKPass::Select))?;
     let shared = row_shared(size_of::<T>() as u32, T::KEY_BYTES);
     let resident = gpu.info().sm_count as u64 * select.blocks_per_sm(ROW_THREADS, shared)? as u64;
-    let (len, stride, begin, end) = match layout {
-        Layout::Rows { len, stride, .. } => (len, stride, std::ptr::null(), std::ptr::null()),
-        Layout::Offsets { begin, end, .. } => (0, 0, begin.as_ptr(), end.as_ptr()),
-    };
+    let (len, stride, begin, end) = layout.kernel_fields();
     // Offsets are split by their mean length, which only the device knows exactly.
     let typical = match layout {
         Layout::Rows { len, .. } => len,

@@ -143,6 +143,15 @@ impl Layout {
         }
     }
 
+    /// The segments as every segmented kernel's parameters hold them: the rows' length and stride with
+    /// null offsets, or zeros and the offsets' addresses.
+    pub fn kernel_fields(&self) -> (u64, u64, *const u64, *const u64) {
+        match *self {
+            Layout::Rows { len, stride, .. } => (len, stride, std::ptr::null(), std::ptr::null()),
+            Layout::Offsets { begin, end, .. } => (0, 0, begin.as_ptr(), end.as_ptr()),
+        }
+    }
+
     /// The kernels' parameters for these segments of `input` into `out`, with bad offsets reported to
     /// `error`: one group of threads per segment (a warp's width, one piece), which callers adjust.
     fn params<T, Acc, Partial>(
@@ -152,10 +161,7 @@ impl Layout {
         out: *mut Acc,
         partials: *mut Partial,
     ) -> SegmentedParams<T, Acc, Partial> {
-        let (len, stride, begin, end) = match *self {
-            Layout::Rows { len, stride, .. } => (len, stride, std::ptr::null(), std::ptr::null()),
-            Layout::Offsets { begin, end, .. } => (0, 0, begin.as_ptr(), end.as_ptr()),
-        };
+        let (len, stride, begin, end) = self.kernel_fields();
         SegmentedParams {
             input: input.as_ptr(),
             n: input.len,

@@ -63,6 +63,11 @@ pub enum Error {
     /// An argument can never be valid; the message says which and why.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A collective of a sharded call failed, or waited past its timeout, on this rank (NCCL's error, or
+    /// the communicator's); see [`Communicator`](crate::sharded::Communicator). The communicator may be
+    /// unusable afterwards (NCCL's is aborted).
+    #[error("collective failed: {0}")]
+    Collective(String),
 }
 
 /// A failed CUDA driver call: its `CUresult` code and the driver's description.

@@ -53,6 +53,9 @@ pub struct DeviceInfo {
     pub compute_capability: (u32, u32),
     /// Number of streaming multiprocessors.
     pub sm_count: u32,
+    /// The device's UUID (as `nvidia-smi -L` shows it): the same GPU under every ordinal and in every
+    /// process, so sharded calls can tell whether two ranks share one.
+    pub uuid: [u8; 16],
     /// The kernel code this device runs: a cubin built ahead of time, or PTX the driver JIT-compiles on
     /// first use of each module (see [`Code`]).
     pub code: Code,
@@ -172,11 +175,15 @@ impl Gpu {
                 device.as_raw(),
             )
         })?;
+        let mut uuid = sys::CUuuid { bytes: [0; 16] };
+        // SAFETY: `device` is a valid device; the driver writes 16 bytes.
+        check(unsafe { sys::cuDeviceGetUuid(&mut uuid, device.as_raw()) })?;
         let info = DeviceInfo {
             ordinal,
             name,
             compute_capability: (major, minor),
             sm_count,
+            uuid: uuid.bytes.map(|b| b as u8),
             code: image.code(),
         };
         Ok(Gpu(Arc::new(Inner {

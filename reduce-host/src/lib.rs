@@ -59,6 +59,13 @@
 //! input: ties go to the smaller index, NaN counts as beyond ±∞;
 //! [`segmented_max_k`](DeviceTopK::segmented_max_k) does it for every row or offset segment at once (k ≤
 //! [`SEGMENT_K_MAX`]), as top-k sampling needs.
+//!
+//! # Past one GPU
+//! [`ShardedReduce`] (module [`sharded`]) reduces data sharded across GPUs, one rank per GPU: each rank
+//! reduces its shard with these kernels and a [`Communicator`](sharded::Communicator) (NCCL with the
+//! `nccl` feature, or threads of one process) combines the partial results into what one GPU would give
+//! for the concatenated shards: sums (reproducible ones bit for bit), argmax/argmin with global indices,
+//! top-k device-wide and per row, histograms and statistics.
 #![warn(missing_docs)]
 
 #[doc(hidden)]
@@ -87,6 +94,7 @@ pub mod seed;
 mod segmented;
 mod segments;
 pub mod select;
+pub mod sharded;
 pub mod stats;
 mod stream;
 #[cfg(feature = "testing")]
@@ -115,6 +123,7 @@ pub use segments::Segments;
 pub use select::{
     DeviceSelect, GreaterThan, IsFinite, LessThan, NonZero, Predicate, SelectElement,
 };
+pub use sharded::ShardedReduce;
 pub use stream::StreamRef;
 #[cfg(feature = "testing")]
 #[doc(hidden)]

@@ -5,6 +5,7 @@ use cust::stream::Stream;
 use reduce_contract::Op;
 use reduce_contract::kernels::Reduction;
 use reduce_contract::layout::MAX_OP_ACC_BYTES;
+use reduce_contract::reproducible::CHUNK;
 
 use crate::determinism::Determinism;
 use crate::dispatch::call::Call;
@@ -406,6 +407,51 @@ impl DeviceReduce {
         let input = call.input(input, "input")?;
         let out = call.first(&out, "output")?;
         self.enqueue::<T, Acc>(&call, source, input, out.as_mut_ptr(), Some(stream))
+    }
+
+    /// This GPU's part of a sharded reproducible sum: `shard`'s first `split.head` and last `split.tail`
+    /// elements, copied to the host, and the partials of the `split.chunks` whole chunks between them,
+    /// computed by the reproducible sum's own chunk kernel (so they have its bits).
+    pub(crate) fn reproducible_parts<T: crate::cpu::ReproSum + Element>(
+        &mut self,
+        shard: DeviceView<'_, T>,
+        split: crate::sharded::ChunkSplit,
+    ) -> Result<crate::sharded::ReproParts<T>>
+    where
+        T::Acc: Default,
+    {
+        let float = T::ELEM.float().expect("reproducible sums are of floats");
+        let (head, chunks) = (split.head as usize, (split.chunks * CHUNK) as usize);
+        let mut call = Call::new(&self.gpu)?;
+        let whole = call.input(shard, "shard")?;
+        let middle = call.input(shard.slice(head..head + chunks), "shard")?;
+        let stream = StreamRef::from(&*self.stream);
+        let mut ends = vec![T::default(); head + split.tail as usize];
+        let (first, last) = ends.split_at_mut(head);
+        let partials = call.enqueue(stream, || {
+            // SAFETY: `whole` and `middle` are checked, borrowed views of the shard, so the head and tail
+            // copies read inside it; each call waits for its work before it returns.
+            unsafe {
+                driver::copy_to_host(whole.ptr, first, stream)?;
+                let tail_at = whole.ptr + ((head + chunks) * size_of::<T>()) as u64;
+                driver::copy_to_host(tail_at, last, stream)?;
+                dispatch::reproducible::chunk_partials::<T, T::Acc>(
+                    &self.gpu,
+                    &mut self.repro,
+                    (&self.policy, self.repro_shape),
+                    float,
+                    middle,
+                    stream,
+                )
+            }
+        })?;
+        let tail = last.to_vec();
+        ends.truncate(head);
+        Ok(crate::sharded::ReproParts {
+            head: ends,
+            partials,
+            tail,
+        })
     }
 
     /// The dispatch of `call`: the reproducible sum, or `source`'s kernels by the handle's combine.

@@ -90,6 +90,14 @@ impl<'a> Segments<'a> {
         }
     }
 
+    /// `(rows, cols, stride)` of a rows (or fixed) layout; `None` for offsets.
+    pub(crate) fn rows_shape(&self) -> Option<(u64, u64, u64)> {
+        match self.kind {
+            Kind::Rows { rows, cols, stride } => Some((rows, cols, stride)),
+            Kind::Offsets { .. } => None,
+        }
+    }
+
     /// Checks the segments against an input of `n` elements: rows must lie inside it (offsets are checked
     /// on the device, where they are).
     /// `span` checks an offsets view the way every device slice of a call is checked (address, device).

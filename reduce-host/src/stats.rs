@@ -108,7 +108,7 @@ fn extremes(e: Extrema) -> Option<(Extremum, Extremum)> {
 impl DeviceReduce {
     /// The accumulator of the statistic `O` over `input` (its identity for an empty input), on the handle's
     /// stream, waiting for it.
-    fn statistic<'a, O: Statistic>(
+    pub(crate) fn statistic<'a, O: Statistic>(
         &mut self,
         input: impl Into<DeviceView<'a, O::In>>,
     ) -> Result<O::Acc>

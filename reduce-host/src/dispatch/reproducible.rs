@@ -107,19 +107,12 @@ pub(crate) unsafe fn enqueue<T, Out>(
         out,
         prefetch: shape.prefetch.unwrap_or(REPRO_PREFETCH_L2) as u32,
     };
-    let sm_count = gpu.info().sm_count;
 
     // SAFETY (both launches): `input` is valid for `n` reads and `out` for one `Out` (the caller);
     // `partials` holds `chunks` partials of 16 bytes (reserved above), serialised across streams by
     // `acquire`; the combine gets its COMBINE_SHARED_BYTES.
     scratch.last_use.claim(stream, || unsafe {
-        if chunks > 0 {
-            let kernel = ReproKernel(elem, ReproPass::Chunks);
-            let f = gpu.function(kernel)?;
-            let wave = resident(gpu, f, sm_count * policy.blocks_per_sm, policy.threads, 0)?;
-            let grid = chunk_grid(chunks, wave.block, wave.grid, shape.max_grid);
-            launch(gpu, kernel, Launch { grid, ..wave }, stream, params)?;
-        }
+        launch_chunks(gpu, (policy, shape), elem, params, stream)?;
         let kernel = ReproKernel(elem, ReproPass::Combine);
         let threads = shape.combine_threads.unwrap_or(REPRO_COMBINE_THREADS);
         let block = gpu.function(kernel)?.fit_block(threads);
@@ -130,6 +123,65 @@ pub(crate) unsafe fn enqueue<T, Out>(
         };
         launch(gpu, kernel, shape, stream, params)
     })
+}
+
+/// Launches the chunk pass of `params` (nothing for an empty input).
+///
+/// # Safety
+/// As [`enqueue`]'s launches: `params.input` valid for `n` reads, `params.partials` for `count` partials.
+unsafe fn launch_chunks<T, Acc, Out>(
+    gpu: &Gpu,
+    (policy, shape): (&Policy, ReproShape),
+    elem: FloatElem,
+    params: ReproParams<T, Acc, Out>,
+    stream: StreamRef<'_>,
+) -> Result<()> {
+    if params.count == 0 {
+        return Ok(());
+    }
+    let kernel = ReproKernel(elem, ReproPass::Chunks);
+    let f = gpu.function(kernel)?;
+    let sm_count = gpu.info().sm_count;
+    let wave = resident(gpu, f, sm_count * policy.blocks_per_sm, policy.threads, 0)?;
+    let grid = chunk_grid(params.count, wave.block, wave.grid, shape.max_grid);
+    // SAFETY: forwarded to the caller.
+    unsafe { launch(gpu, kernel, Launch { grid, ..wave }, stream, params) }
+}
+
+/// The partials of `input`'s whole chunks (`input.len` a multiple of `CHUNK`), as the first kernel of
+/// [`enqueue`] writes them: `Acc`s read back to the host. A sharded reproducible sum combines them with
+/// other GPUs' partials.
+///
+/// # Safety
+/// `input` must be valid for reads until `stream` has passed this work (this waits for it). `Acc` must be
+/// the accumulator of `elem` (f64, or `Compensated` for f64).
+pub(crate) unsafe fn chunk_partials<T, Acc: Copy + Default>(
+    gpu: &Gpu,
+    scratch: &mut ReproScratch,
+    (policy, shape): (&Policy, ReproShape),
+    elem: FloatElem,
+    input: Span<T>,
+    stream: StreamRef<'_>,
+) -> Result<Vec<Acc>> {
+    debug_assert!(input.len.is_multiple_of(CHUNK));
+    let chunks = input.len / CHUNK;
+    let partials = scratch.reserve(chunks)?;
+    let params = ReproParams::<T, Acc, Acc> {
+        input: input.as_ptr(),
+        n: input.len,
+        partials: partials as *mut Acc,
+        count: chunks,
+        out: std::ptr::null_mut(),
+        prefetch: shape.prefetch.unwrap_or(REPRO_PREFETCH_L2) as u32,
+    };
+    let mut host = vec![Acc::default(); chunks as usize];
+    // SAFETY: as `enqueue`; the copy reads the `chunks` partials the launch wrote, on the same stream, into
+    // `host`, which holds as many, and the host waits for it before `host` is read.
+    scratch.last_use.claim(stream, || unsafe {
+        launch_chunks(gpu, (policy, shape), elem, params, stream)?;
+        crate::driver::copy_to_host(partials, &mut host, stream)
+    })?;
+    Ok(host)
 }
 
 #[cfg(test)]

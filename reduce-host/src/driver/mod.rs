@@ -393,6 +393,33 @@ pub(crate) fn owner_of(ptr: u64) -> Result<Option<Owner>> {
     }))
 }
 
+/// Copies `host.len()` values from device address `src` into `host`, ordered on `stream`, and waits for
+/// the copy.
+///
+/// # Safety
+/// `src` must hold `host.len()` valid `T` once the work before it on `stream` is done.
+pub(crate) unsafe fn copy_to_host<T: Copy>(
+    src: u64,
+    host: &mut [T],
+    stream: StreamRef<'_>,
+) -> Result<()> {
+    if host.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: `host` is valid for its own bytes, `src` for as many (the caller); pageable memory makes the
+    // copy wait for the stream's earlier work and return when done, and the synchronize below covers the
+    // rest.
+    check(unsafe {
+        sys::cuMemcpyDtoHAsync_v2(
+            host.as_mut_ptr().cast::<c_void>(),
+            src,
+            size_of_val(host),
+            stream.as_raw(),
+        )
+    })?;
+    synchronize(stream)
+}
+
 /// Blocks the host until the work queued on `stream` so far is done.
 pub(crate) fn synchronize(stream: StreamRef<'_>) -> Result<()> {
     // SAFETY: the stream is live for the borrow.

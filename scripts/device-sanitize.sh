@@ -42,9 +42,13 @@ for bin in "${bins[@]}"; do
 done >"$plan"
 # Runs a previous call already finished clean (its sanitize-lines.txt as SANITIZE_DONE) are not repeated.
 if [ -n "${SANITIZE_DONE:-}" ] && [ -f "$SANITIZE_DONE" ]; then
-    grep ' exit 0 ' "$SANITIZE_DONE" | awk '{ print $1, $2, $3 }' >"$plan.done"
-    awk 'NR == FNR { done[$1 " " $2 " " $3] = 1; next } !(($1 " " $2 " " $3) in done)' "$plan.done" "$plan" >"$plan.left"
-    mv "$plan.left" "$plan"
+    # Lines "TOOL BINARY SHARD exit 0 ..." (the end of the line may be missing). An empty list skips nothing
+    # (awk's NR == FNR would take the plan itself for the list).
+    grep -E ' exit 0( |$)' "$SANITIZE_DONE" | awk '{ print $1, $2, $3 }' >"$plan.done"
+    if [ -s "$plan.done" ]; then
+        awk 'NR == FNR { done[$1 " " $2 " " $3] = 1; next } !(($1 " " $2 " " $3) in done)' "$plan.done" "$plan" >"$plan.left"
+        mv "$plan.left" "$plan"
+    fi
 fi
 # With several GPUs (SANITIZE_GPUS=2), the runs are dealt out among them.
 awk -v g="${SANITIZE_GPUS:-1}" '{ print NR % g, $0 }' "$plan" >"$plan.gpu" && mv "$plan.gpu" "$plan"

@@ -10,7 +10,8 @@ use reduce_contract::topk::value_key;
 
 use super::communicator::Communicator;
 use super::record::{
-    Exchanged, Header, exchange, failed_rank, get_elements, pod_bytes, pod_from, put_elements,
+    Exchanged, Header, exchange, failed_rank, get_element, get_elements, pod_bytes, pod_from,
+    put_elements,
 };
 use crate::cpu::{ReproSum, chunk_partial};
 use crate::element::{Element, Indexed};
@@ -53,7 +54,7 @@ pub(crate) fn best<T: TopKElement>(
         if index == u64::MAX {
             continue;
         }
-        let value = get_elements::<T>(&b[8..8 + size_of::<T>()])[0];
+        let value = get_element::<T>(&b[8..]);
         let candidate = Indexed {
             value,
             index: offset + index,
@@ -82,7 +83,7 @@ fn put_entries<T: Element>(out: &mut Vec<u8>, values: &[T], indices: &[u64]) {
 fn get_entries<T: Element>(bytes: &[u8]) -> impl Iterator<Item = Indexed<T>> + '_ {
     bytes.chunks_exact(8 + size_of::<T>()).map(|e| Indexed {
         index: u64::from_le_bytes(e[..8].try_into().expect("8 bytes")),
-        value: get_elements::<T>(&e[8..])[0],
+        value: get_element::<T>(&e[8..]),
     })
 }
 

@@ -23,6 +23,7 @@ use cust::stream::{Stream, StreamFlags};
 use super::communicator::Communicator;
 use crate::error::{Error, Result, check};
 use crate::gpu::Gpu;
+use crate::pinned::Pinned;
 use crate::stream::StreamRef;
 
 /// The unique id that ties the ranks of one communicator together: made by one rank
@@ -63,6 +64,10 @@ pub struct NcclCommunicator {
     stream: Stream,
     send: Option<DeviceBuffer<u8>>,
     recv: Option<DeviceBuffer<u8>>,
+    /// Page-locked staging of what goes in and comes out, so both copies are plain DMA on the stream and
+    /// one wait covers copy, collective and copy.
+    staging_in: Option<Pinned>,
+    staging_out: Option<Pinned>,
     timeout: Duration,
     aborted: bool,
     // Declared last: the context outlives the stream and buffers above.
@@ -174,6 +179,8 @@ impl NcclCommunicator {
             stream,
             send: None,
             recv: None,
+            staging_in: None,
+            staging_out: None,
             timeout: Duration::from_secs(60),
             aborted: false,
             gpu: gpu.clone(),
@@ -185,12 +192,18 @@ impl NcclCommunicator {
         self.timeout = timeout;
     }
 
-    /// The send and receive buffers, grown to `send` and `recv` bytes.
+    /// The send and receive buffers and their staging, grown to `send` and `recv` bytes.
     fn buffers(&mut self, send: usize, recv: usize) -> Result<(u64, u64)> {
         for (slot, bytes) in [(&mut self.send, send), (&mut self.recv, recv)] {
             if slot.as_ref().is_none_or(|b| b.len() < bytes) {
                 *slot = None;
                 *slot = Some(crate::driver::zeroed(bytes.max(1))?);
+            }
+        }
+        for (slot, bytes) in [(&mut self.staging_in, send), (&mut self.staging_out, recv)] {
+            if slot.as_ref().is_none_or(|b| b.len() < bytes) {
+                *slot = None;
+                *slot = Some(Pinned::new(bytes.max(1))?);
             }
         }
         let raw =
@@ -215,22 +228,34 @@ impl NcclCommunicator {
         let _current = self.gpu.make_current()?;
         let (send, recv) = self.buffers(mine.len(), out.len())?;
         let stream = StreamRef::from(&self.stream);
+        let staging_in = self.staging_in.as_ref().expect("allocated").as_mut_ptr();
+        let staging_out = self.staging_out.as_ref().expect("allocated").as_mut_ptr();
+        // SAFETY: the staging holds at least `mine.len()` bytes and no copy of the stream uses it (the
+        // last collective was waited for).
+        unsafe {
+            std::ptr::copy_nonoverlapping(mine.as_ptr(), staging_in.cast::<u8>(), mine.len())
+        };
         if !mine.is_empty() {
-            // SAFETY: `send` holds at least `mine.len()` bytes; a pageable source makes the copy
-            // complete (staged) before the call returns, in stream order.
+            // SAFETY: `send` and the page-locked staging hold at least `mine.len()` bytes; the staging is
+            // not touched again until the stream has passed this copy.
             check(unsafe {
-                cust::sys::cuMemcpyHtoDAsync_v2(
-                    send,
-                    mine.as_ptr().cast(),
-                    mine.len(),
-                    stream.as_raw(),
-                )
+                cust::sys::cuMemcpyHtoDAsync_v2(send, staging_in, mine.len(), stream.as_raw())
             })?;
         }
         nccl(collective(send, recv, stream.as_raw().cast()), name)?;
+        if !out.is_empty() {
+            // SAFETY: `recv` and the staging hold at least `out.len()` bytes; the host reads the staging
+            // only after `wait` has seen the stream pass this copy.
+            check(unsafe {
+                cust::sys::cuMemcpyDtoHAsync_v2(staging_out, recv, out.len(), stream.as_raw())
+            })?;
+        }
         self.wait(name)?;
-        // SAFETY: `recv` holds `out.len()` bytes, written by the collective the stream has finished.
-        unsafe { crate::driver::copy_to_host(recv, out, StreamRef::from(&self.stream)) }
+        // SAFETY: the stream has finished the copy into the staging, which holds `out.len()` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(staging_out.cast::<u8>(), out.as_mut_ptr(), out.len())
+        };
+        Ok(())
     }
 
     /// Waits for the stream, polling NCCL's asynchronous error; aborts on an error or the timeout.

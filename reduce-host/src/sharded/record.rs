@@ -235,10 +235,16 @@ pub(crate) fn put_elements<T: Element>(out: &mut Vec<u8>, xs: &[T]) {
 pub(crate) fn get_elements<T: Element>(bytes: &[u8]) -> Vec<T> {
     bytes
         .chunks_exact(size_of::<T>())
-        // SAFETY: each chunk holds `size_of::<T>()` bytes written by `put_elements` of the same type
-        // (the headers' element types were checked equal); every bit pattern is a valid number.
-        .map(|c| unsafe { c.as_ptr().cast::<T>().read_unaligned() })
+        .map(get_element)
         .collect()
+}
+
+/// The element at the start of `bytes`.
+pub(crate) fn get_element<T: Element>(bytes: &[u8]) -> T {
+    assert!(bytes.len() >= size_of::<T>(), "record too short");
+    // SAFETY: at least `size_of::<T>()` bytes, written by `put_elements` of the same type (the headers'
+    // element types were checked equal); every bit pattern of an element type is a valid number.
+    unsafe { bytes.as_ptr().cast::<T>().read_unaligned() }
 }
 
 /// The bytes of one plain value.

@@ -67,9 +67,67 @@ pub(crate) fn best<T: TopKElement>(
     Ok(best)
 }
 
-/// Sorts candidates best first: by value key (NaN first), then by global index.
-fn sort_best<T: TopKElement>(candidates: &mut [Indexed<T>], largest: bool) {
-    candidates.sort_unstable_by_key(|c| (Reverse(value_key(c.value, largest)), c.index));
+/// A rank's head in [`merge_sorted`]: its position, and the entry there with its key (`None` past its
+/// valid entries).
+type Head<T> = (usize, Option<(u64, Indexed<T>)>);
+
+/// Appends the `k` best of every rank's entries to `out`, best first: by value key (NaN first), then by
+/// global index. `lists[g]` is rank `g`'s encoded entries (local indices; `offsets[g]` makes them global),
+/// **sorted best first** as the kernels write them, with padding (index `u64::MAX`) only at the end. A
+/// merge of `G` sorted lists, `O(G·k)`, with no sort. Returns a padding entry if one was met (a row whose
+/// ranks hold fewer than `k` elements together).
+fn merge_sorted<T: TopKElement>(
+    lists: &[&[u8]],
+    offsets: &[u64],
+    k: usize,
+    largest: bool,
+    out: &mut Vec<Indexed<T>>,
+    heads: &mut Vec<Head<T>>,
+) -> Option<Indexed<T>> {
+    let size = 8 + size_of::<T>();
+    let mut padding = None;
+    let mut read = |list: &[u8], at: usize, offset: u64| -> Option<(u64, Indexed<T>)> {
+        let e = list.get(at * size..(at + 1) * size)?;
+        let index = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
+        let value = get_element::<T>(&e[8..]);
+        if index == u64::MAX {
+            padding.get_or_insert(Indexed { value, index });
+            return None;
+        }
+        let entry = Indexed {
+            value,
+            index: offset + index,
+        };
+        Some((value_key(value, largest), entry))
+    };
+    heads.clear();
+    for (list, &offset) in lists.iter().zip(offsets) {
+        heads.push((0, read(list, 0, offset)));
+    }
+    for _ in 0..k {
+        // The best head; on equal keys the earlier rank, whose global indices are all smaller.
+        let mut best: Option<(usize, u64)> = None;
+        for (g, (_, head)) in heads.iter().enumerate() {
+            if let Some((key, _)) = head
+                && best.is_none_or(|(_, b)| *key > b)
+            {
+                best = Some((g, *key));
+            }
+        }
+        let Some((g, _)) = best else { break };
+        let (at, head) = &mut heads[g];
+        out.push(head.expect("the best head has an entry").1);
+        *at += 1;
+        *head = read(lists[g], *at, offsets[g]);
+        debug_assert!(
+            head.is_none_or(|(key, e)| {
+                let last = out.last().expect("pushed");
+                (Reverse(key), e.index) > (Reverse(value_key(last.value, largest)), last.index)
+            }),
+            "rank {g}'s entries are not sorted best first"
+        );
+    }
+    padding
 }
 
 /// Encodes `entries` (value, local index) pairs: index then value, each.
@@ -78,13 +136,6 @@ fn put_entries<T: Element>(out: &mut Vec<u8>, values: &[T], indices: &[u64]) {
         out.extend_from_slice(&i.to_le_bytes());
         put_elements(out, std::slice::from_ref(v));
     }
-}
-
-fn get_entries<T: Element>(bytes: &[u8]) -> impl Iterator<Item = Indexed<T>> + '_ {
-    bytes.chunks_exact(8 + size_of::<T>()).map(|e| Indexed {
-        index: u64::from_le_bytes(e[..8].try_into().expect("8 bytes")),
-        value: get_element::<T>(&e[8..]),
-    })
 }
 
 /// The first exchange of a top-k call (this rank's local part succeeded or not), then the check that
@@ -127,21 +178,17 @@ pub(crate) fn top_k<T: TopKElement>(
         put_entries(&mut mine, &[T::default()], &pad);
     }
     let all = comm.all_gather(&mine)?;
-    let mut candidates: Vec<Indexed<T>> = all
-        .chunks_exact(mine.len().max(1))
-        .zip(ex.offsets())
-        .flat_map(|(rank, offset)| {
-            get_entries::<T>(rank)
-                .filter(|e| e.index != u64::MAX)
-                .map(move |e| Indexed {
-                    index: offset + e.index,
-                    ..e
-                })
-        })
-        .collect();
-    sort_best(&mut candidates, largest);
-    candidates.truncate(k);
-    Ok(candidates)
+    let lists: Vec<&[u8]> = all.chunks_exact(mine.len().max(1)).collect();
+    let mut best = Vec::with_capacity(k);
+    merge_sorted(
+        &lists,
+        &ex.offsets(),
+        k,
+        largest,
+        &mut best,
+        &mut Vec::new(),
+    );
+    Ok(best)
 }
 
 /// The `k` best of every row over all ranks (each holding some columns of the same rows, in rank order),
@@ -165,33 +212,25 @@ pub(crate) fn row_top_k<T: TopKElement>(
     let mut mine = Vec::with_capacity(rows * k * (8 + size_of::<T>()));
     put_entries(&mut mine, &values, &indices);
     let all = comm.all_gather(&mine)?;
-    let ranks: Vec<Vec<Indexed<T>>> = all
+    let ranks: Vec<&[u8]> = all
         .chunks_exact(mine.len().max(1))
         .take(ex.headers.len())
-        .map(|r| get_entries::<T>(r).collect())
         .collect();
     let offsets = ex.offsets();
+    let row_bytes = k * (8 + size_of::<T>());
     let mut out = Vec::with_capacity(rows * k);
-    let mut row = Vec::with_capacity(k * ranks.len());
+    let mut lists = Vec::with_capacity(ranks.len());
+    let mut heads = Vec::with_capacity(ranks.len());
     for r in 0..rows {
-        row.clear();
-        let mut padding = None;
-        for (rank, offset) in ranks.iter().zip(&offsets) {
-            for e in &rank[r * k..(r + 1) * k] {
-                if e.index == u64::MAX {
-                    padding.get_or_insert(*e);
-                } else {
-                    row.push(Indexed {
-                        index: offset + e.index,
-                        ..*e
-                    });
-                }
-            }
-        }
-        sort_best(&mut row, largest);
-        row.truncate(k);
-        out.extend_from_slice(&row);
-        for _ in row.len()..k {
+        lists.clear();
+        lists.extend(
+            ranks
+                .iter()
+                .map(|rank| &rank[r * row_bytes..(r + 1) * row_bytes]),
+        );
+        let start = out.len();
+        let padding = merge_sorted(&lists, &offsets, k, largest, &mut out, &mut heads);
+        for _ in out.len() - start..k {
             out.push(padding.expect("a row short of k results is padded on every rank"));
         }
     }
@@ -490,11 +529,10 @@ mod tests {
                 let got = on_ranks(&lens, |c, r| {
                     let shard = &xs[r.clone()];
                     let h = header(c, CallKind::MaxK, Elem::F32, shard.len(), [k as u64, 0, 0]);
-                    // The local top-k, unsorted, as any rank's GPU may give it.
+                    // The local top-k, sorted best first as the kernels write it.
                     let mut local: Vec<(usize, f32)> = shard.iter().copied().enumerate().collect();
                     local.sort_by_key(|(i, x)| (Reverse(value_key(*x, largest)), *i));
                     local.truncate(k.min(shard.len()));
-                    local.reverse();
                     let (idx, vals): (Vec<u64>, Vec<f32>) = local.iter().map(|(i, x)| (*i as u64, *x)).unzip();
                     top_k(c, &h, Ok((vals, idx)), largest)
                 });

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// check). A failed or stalled collective returns an error on the ranks that see it; it must not hang.
 ///
 /// Implementations: [`LocalCommunicator`] (threads of one process) and, with the `nccl` feature,
-/// [`NcclCommunicator`](super::NcclCommunicator) (one GPU per rank, in one process or many). Yours (MPI, a
+/// `NcclCommunicator` (one GPU per rank, in one process or many). Yours (MPI, a
 /// framework's process group) implements these two methods.
 pub trait Communicator {
     /// This rank's number, `0..size()`.

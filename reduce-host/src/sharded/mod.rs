@@ -46,11 +46,11 @@
 //!
 //! # Errors
 //! Ranks that disagree (another call, element type or parameter, a communicator of another size, two ranks
-//! on one GPU) get the same [`Error::InvalidArgument`](crate::Error::InvalidArgument) on every rank, from
+//! on one GPU) get the same [`Error::InvalidArgument`] on every rank, from
 //! the first exchange, before any data moves. A rank whose own part fails (a bad view, say) returns its
 //! error and still takes part in that exchange, so the others return
-//! [`Error::Collective`](crate::Error::Collective) instead of waiting for it. A collective that fails or
-//! stalls returns [`Error::Collective`](crate::Error::Collective) after the communicator's timeout.
+//! [`Error::Collective`] instead of waiting for it. A collective that fails or
+//! stalls returns [`Error::Collective`] after the communicator's timeout.
 mod communicator;
 mod merge;
 #[cfg(feature = "nccl")]
@@ -244,7 +244,7 @@ impl<C: Communicator> ShardedReduce<C> {
     /// [`DeviceTopK::max_k`] gives them for the concatenated shards (ties: smaller index first; NaN above
     /// +∞). Each rank selects its own `min(k, len)` best; one all-gather brings every rank's candidates,
     /// and each rank merges them. `k` more than all shards hold is an
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) on every rank.
+    /// [`Error::InvalidArgument`] on every rank.
     pub fn max_k<'a, T: TopKElement>(
         &mut self,
         shard: impl Into<DeviceView<'a, T>>,

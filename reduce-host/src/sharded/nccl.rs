@@ -10,7 +10,7 @@
 //! **Errors, not hangs.** NCCL's collectives run on the GPU; a peer that died or a broken link would leave
 //! them waiting forever. So after enqueuing a collective this rank polls the stream and NCCL's
 //! asynchronous error (`ncclCommGetAsyncError`), and on an error, or when
-//! [`timeout`](NcclCommunicator::set_timeout) passes (60 s by default), aborts the communicator
+//! [`timeout`](Self::set_timeout) passes (60 s by default), aborts the communicator
 //! (`ncclCommAbort`, which frees the GPU from the stuck kernel) and returns [`Error::Collective`]. An
 //! aborted communicator fails every later call; make a new one.
 use std::ffi::CStr;
@@ -55,7 +55,23 @@ impl NcclId {
     }
 }
 
-/// One rank of an NCCL communicator, on one GPU. See the [module docs](self).
+/// One rank of an NCCL communicator, on one GPU.
+///
+/// The [`Communicator`] of real deployments, on NCCL through cudarc's bindings, one
+/// GPU per rank, in one process ([`NcclCommunicator::group`]) or one process per GPU
+/// ([`NcclCommunicator::from_rank`] with an [`NcclId`] the user distributes).
+///
+/// NCCL is loaded at run time (`libnccl.so`, found the way cudarc looks for it: on `LD_LIBRARY_PATH`
+/// under `libnccl.so` or `libnccl.so.1`/`.9`–`.12`; the pip wheel `nvidia-nccl-cu12` ships
+/// `libnccl.so.2`, which needs a `libnccl.so` link beside it). Without it, making a communicator is an
+/// [`Error::Collective`], never a panic.
+///
+/// **Errors, not hangs.** NCCL's collectives run on the GPU; a peer that died or a broken link would leave
+/// them waiting forever. So after enqueuing a collective this rank polls the stream and NCCL's
+/// asynchronous error (`ncclCommGetAsyncError`), and on an error, or when
+/// [`timeout`](Self::set_timeout) passes (60 s by default), aborts the communicator
+/// (`ncclCommAbort`, which frees the GPU from the stuck kernel) and returns [`Error::Collective`]. An
+/// aborted communicator fails every later call; make a new one.
 pub struct NcclCommunicator {
     comm: sys::ncclComm_t,
     rank: usize,

@@ -260,6 +260,16 @@ fn per_row_top_k_over_column_shards_gives_one_gpus_rows() {
     }
 }
 
+/// That every rank's result is an `InvalidArgument` mentioning `needle`.
+fn every_rank_invalid<T: std::fmt::Debug>(got: Vec<reduce_host::Result<T>>, needle: &str) {
+    for g in got {
+        assert!(
+            matches!(&g, Err(Error::InvalidArgument(m)) if m.contains(needle)),
+            "{g:?}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
 fn disagreeing_ranks_shared_gpus_and_failed_parts_are_errors_on_every_rank() {
@@ -269,12 +279,7 @@ fn disagreeing_ranks_shared_gpus_and_failed_parts_are_errors_on_every_rank() {
         let mut sharded = ShardedReduce::new(&gpu, c).unwrap();
         sharded.sum(&DeviceBuffer::from_slice(&[1.0f32; 4]).unwrap())
     });
-    for g in got {
-        assert!(
-            matches!(&g, Err(Error::InvalidArgument(m)) if m.contains("same GPU")),
-            "{g:?}"
-        );
-    }
+    every_rank_invalid(got, "same GPU");
     // Different element types.
     let got = run_ranks(
         LocalCommunicator::group_on_one_gpu(2),
@@ -292,12 +297,7 @@ fn disagreeing_ranks_shared_gpus_and_failed_parts_are_errors_on_every_rank() {
             }
         },
     );
-    for g in got {
-        assert!(
-            matches!(&g, Err(Error::InvalidArgument(m)) if m.contains("f64")),
-            "{g:?}"
-        );
-    }
+    every_rank_invalid(got, "f64");
     // k beyond all shards together, and k unequal between ranks.
     let got = run_ranks(
         LocalCommunicator::group_on_one_gpu(2),

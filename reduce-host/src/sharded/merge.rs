@@ -138,6 +138,15 @@ fn put_entries<T: Element>(out: &mut Vec<u8>, values: &[T], indices: &[u64]) {
     }
 }
 
+/// A top-k rank's local result as the first exchange's status (nothing inline, or the error) and its
+/// values and indices (empty after an error).
+fn split_local<T>(local: Result<(Vec<T>, Vec<u64>)>) -> (Result<Vec<u8>>, Vec<T>, Vec<u64>) {
+    match local {
+        Ok((values, indices)) => (Ok(Vec::new()), values, indices),
+        Err(e) => (Err(e), Vec::new(), Vec::new()),
+    }
+}
+
 /// The first exchange of a top-k call (this rank's local part succeeded or not), then the check that
 /// `k` fits the concatenated input: every rank gets the same error.
 fn topk_header<T>(
@@ -145,10 +154,7 @@ fn topk_header<T>(
     header: &Header,
     local: Result<(Vec<T>, Vec<u64>)>,
 ) -> Result<(Exchanged, Vec<T>, Vec<u64>)> {
-    let (values, indices, status) = match local {
-        Ok((v, i)) => (v, i, Ok(Vec::new())),
-        Err(e) => (Vec::new(), Vec::new(), Err(e)),
-    };
+    let (status, values, indices) = split_local(local);
     let ex = exchange(comm, header, status)?;
     let k = header.params[0];
     if k > ex.total() {
@@ -161,7 +167,7 @@ fn topk_header<T>(
 }
 
 /// The `k` best over all ranks (`header.params[0]`), best first, with global indices, from each rank's
-/// local `min(k, len)` best (values and indices, sorted or not).
+/// local `min(k, len)` best (values and indices, sorted best first as the kernels write them).
 pub(crate) fn top_k<T: TopKElement>(
     comm: &mut impl Communicator,
     header: &Header,
@@ -201,10 +207,7 @@ pub(crate) fn row_top_k<T: TopKElement>(
     local: Result<(Vec<T>, Vec<u64>)>,
     largest: bool,
 ) -> Result<Vec<Indexed<T>>> {
-    let (status, values, indices) = match local {
-        Ok((v, i)) => (Ok(Vec::new()), v, i),
-        Err(e) => (Err(e), Vec::new(), Vec::new()),
-    };
+    let (status, values, indices) = split_local(local);
     let ex = exchange(comm, header, status)?;
     let k = ex.headers[0].params[0] as usize;
     let rows = ex.headers[0].params[1] as usize;

@@ -3,6 +3,7 @@
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use crate::Error;
 
@@ -51,8 +52,80 @@ fn install_command(channel: &str, components: &[&str]) -> String {
     s
 }
 
+/// A lock on installing `channel`, held while it lives: a folder made atomically in the temp folder.
+///
+/// Cargo runs build scripts side by side, and a workspace with two kernel crates (the library's and a
+/// user's, say `examples/custom-op`) has two scripts that find the nightly missing at once on a fresh machine.
+/// Two `rustup toolchain install`s into one rustup home then collide: the second fails reading the first's
+/// half-downloaded files ("could not read downloaded file"). With the lock the second waits, finds the
+/// toolchain installed, and installs nothing.
+struct InstallLock(Option<PathBuf>);
+
+impl InstallLock {
+    /// A lock older than this was left by a build that was killed, where its holder's process cannot be
+    /// looked up (no `/proc`): it is taken over.
+    const STALE: Duration = Duration::from_secs(30 * 60);
+
+    fn acquire(channel: &str) -> InstallLock {
+        let path = env::temp_dir().join(format!("reduce-builder-install-{channel}.lock"));
+        loop {
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    // Who holds it, so a waiter can tell a lock left by a killed build.
+                    let _ = std::fs::write(path.join("pid"), std::process::id().to_string());
+                    return InstallLock(Some(path));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if Self::abandoned(&path) {
+                        let _ = std::fs::remove_dir_all(&path);
+                    } else {
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                }
+                // No writable temp folder: go on unlocked, as before the lock existed.
+                Err(_) => return InstallLock(None),
+            }
+        }
+    }
+}
+
+impl InstallLock {
+    /// Whether the lock at `path` was left by a process that is gone: its holder's `/proc` entry is
+    /// missing (Linux), or, where that cannot be told, the lock is older than [`Self::STALE`].
+    fn abandoned(path: &Path) -> bool {
+        let holder = std::fs::read_to_string(path.join("pid")).ok();
+        let proc = Path::new("/proc/self").exists();
+        match holder.and_then(|p| p.trim().parse::<u32>().ok()) {
+            Some(pid) if proc => !Path::new(&format!("/proc/{pid}")).exists(),
+            // Made but its pid not written yet (or unreadable): judge by age.
+            _ => std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > Self::STALE),
+        }
+    }
+}
+
+impl Drop for InstallLock {
+    fn drop(&mut self) {
+        if let Some(path) = &self.0 {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
+}
+
+/// Whether `channel` runs `rustc` without installing anything.
+fn present(channel: &str) -> bool {
+    run(nightly(channel, "rustc")
+        .arg("--version")
+        .env("RUSTUP_AUTO_INSTALL", "0"))
+    .is_ok_and(|o| o.status.success())
+}
+
 /// Installs the pinned nightly and its components when they are missing. Returns what it installed (empty
-/// when nothing was missing), for the caller to say so once.
+/// when nothing was missing), for the caller to say so once. Concurrent build scripts take turns
+/// ([`InstallLock`]).
 pub(crate) fn ensure_toolchain(channel: &str) -> Result<Vec<String>, Error> {
     let failed = |what: String, output: std::io::Result<Output>| Error::ToolchainInstall {
         channel: channel.to_owned(),
@@ -67,11 +140,8 @@ pub(crate) fn ensure_toolchain(channel: &str) -> Result<Vec<String>, Error> {
         return Err(Error::NoRustup);
     }
     let mut installed = Vec::new();
-    let present = run(nightly(channel, "rustc")
-        .arg("--version")
-        .env("RUSTUP_AUTO_INSTALL", "0"))
-    .is_ok_and(|o| o.status.success());
-    if !present {
+    let _lock = InstallLock::acquire(channel);
+    if !present(channel) {
         let mut install = Command::new("rustup");
         // No self-update: the rustup on the PATH may belong to another home, where updating itself fails.
         install.args([
@@ -202,6 +272,23 @@ mod tests {
         let toml = "# pinned\n[toolchain]\nchannel = \"nightly-2026-10-01\"\ncomponents = [\"rust-src\"]\n";
         assert_eq!(pinned_channel(toml).as_deref(), Some("nightly-2026-10-01"));
         assert_eq!(pinned_channel("[toolchain]\nprofile = \"minimal\"\n"), None);
+    }
+
+    #[test]
+    fn an_install_lock_is_exclusive_and_one_left_by_a_dead_process_is_taken_over() {
+        let channel = format!("test-{}", std::process::id());
+        let first = InstallLock::acquire(&channel);
+        let path = first.0.clone().expect("temp is writable");
+        assert!(!InstallLock::abandoned(&path), "held by this live process");
+        drop(first);
+        assert!(!path.exists());
+        // A lock whose holder is gone (no process has pid 2^32 − 1) is taken over at once.
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("pid"), "4294967295").unwrap();
+        let again = InstallLock::acquire(&channel);
+        assert!(again.0.is_some());
+        drop(again);
+        assert!(!path.exists());
     }
 
     #[test]

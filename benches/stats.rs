@@ -3,17 +3,17 @@
 //! timed the same way), the built-in sum, torch in the same run (`var_mean`, `aminmax`, `logsumexp`,
 //! `linalg.vector_norm` of order 1, 2 and ∞, and the five separate reductions sum, min, max, argmin, argmax
 //! that `stats` replaces) and CUB's functor reductions where CUB can express them (`TransformReduce` of a
-//! Welford struct, of a square, of an absolute value). Then per row of a 4096 × 65536 matrix, bf16 and f32:
-//! `row_var_mean` (LayerNorm), `row_squares` (RMSNorm) and `row_logsumexp`, beside the built-in per-row sum,
-//! the read ceiling and torch's `var_mean(dim=1)`, `mean(x * x, dim=1)` and `logsumexp(dim=1)`.
+//! Welford struct, of a square, of an absolute value). Then per row of 4096 × 65536, 4096 × 4096,
+//! 16384 × 8192 and 65536 × 1024 matrices, bf16 and f32: `row_var_mean` (LayerNorm), `row_squares`
+//! (RMSNorm) and `row_logsumexp`, beside the built-in per-row sum, the read ceiling and torch's
+//! `var_mean(dim=1)`, `mean(x * x, dim=1)` and `logsumexp(dim=1)`.
 //!
 //! Calls are the `*_async` forms (`statistic_async`) into device memory; median device µs with events around
 //! each call and a spin kernel ahead (the harness of the other benches). Every result of ours is checked on
 //! the timed input against an f64 CPU reference; a wrong one fails the bench. Writes `stats.md` to `$OUT` (if
 //! set) or `target/bench`. Without a GPU it says so on one line and exits 0.
 //!
-//! Flags: `--sizes a,b,…` replaces the device-wide size (2^28); `--rows RxC` the per-row shape
-//! (4096x65536).
+//! Flags: `--sizes a,b,…` replaces the device-wide size (2^28); `--rows RxC,…` the per-row shapes.
 #[allow(dead_code)] // each bench uses part of the harness
 mod support;
 
@@ -36,7 +36,8 @@ use support::cub::Cub;
 use support::timing;
 
 const SIZE: usize = 1 << 28;
-const ROWS: (usize, usize) = (4096, 65536);
+/// The per-row shapes: LayerNorm and RMSNorm rows of a few hidden sizes and batch shapes.
+const ROWS: [(usize, usize); 4] = [(4096, 65536), (4096, 4096), (16384, 8192), (65536, 1024)];
 
 /// One measured row of a table.
 struct Row {
@@ -331,12 +332,15 @@ fn run() -> Result<bool, BoxError> {
             .collect::<Result<_, _>>()?,
         None => vec![SIZE],
     };
-    let (rows, cols) = match flag("--rows") {
-        Some(shape) => {
-            let (r, c) = shape.split_once('x').ok_or("--rows takes RxC")?;
-            (r.parse()?, c.parse()?)
-        }
-        None => ROWS,
+    let shapes: Vec<(usize, usize)> = match flag("--rows") {
+        Some(list) => list
+            .split(',')
+            .map(|shape| -> Result<(usize, usize), BoxError> {
+                let (r, c) = shape.split_once('x').ok_or("--rows takes RxC,…")?;
+                Ok((r.parse()?, c.parse()?))
+            })
+            .collect::<Result<_, _>>()?,
+        None => ROWS.to_vec(),
     };
     let gpu = match Gpu::new() {
         Err(reduce_host::Error::NoDevice(e)) => {
@@ -372,8 +376,10 @@ fn run() -> Result<bool, BoxError> {
     let sizes_u64: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
     let mut ceiling_sizes = sizes_u64.clone();
     ceiling_sizes.extend(sizes_u64.iter().map(|n| n / 2));
-    ceiling_sizes.push((rows * cols / 2) as u64);
-    ceiling_sizes.push((rows * cols) as u64);
+    for &(rows, cols) in &shapes {
+        ceiling_sizes.push((rows * cols / 2) as u64);
+        ceiling_sizes.push((rows * cols) as u64);
+    }
     let ceiling = cub.run("read_f32", &ceiling_sizes);
     let cub_sum = cub.run("sum_f32", &sizes_u64);
     let cub_ops: Vec<(&str, HashMap<u64, support::cub::CubResult>)> =
@@ -398,8 +404,8 @@ fn run() -> Result<bool, BoxError> {
             Err(why) => notes.push(format!("torch column missing for {op}: {why}")),
         }
     }
-    let shape = format!("{rows}x{cols}");
-    let mut torch_rows = HashMap::new();
+    let shape_names: Vec<String> = shapes.iter().map(|(r, c)| format!("{r}x{c}")).collect();
+    let mut torch_rows: HashMap<&'static str, HashMap<String, f64>> = HashMap::new();
     for op in [
         "rows_var_mean_bf16",
         "rows_mean_square_bf16",
@@ -408,9 +414,9 @@ fn run() -> Result<bool, BoxError> {
         "rows_mean_square_f32",
         "rows_logsumexp_f32",
     ] {
-        match support::torch::run_shapes(op, std::slice::from_ref(&shape)) {
+        match support::torch::run_shapes(op, &shape_names) {
             Ok(m) => {
-                torch_rows.insert(op, m.get(&shape).copied());
+                torch_rows.insert(op, m);
             }
             Err(why) => notes.push(format!("torch column missing for {op}: {why}")),
         }
@@ -500,19 +506,25 @@ fn run() -> Result<bool, BoxError> {
         md.push_str(&t);
     }
 
-    // Per row: a rows × cols matrix, bf16 (activations) and f32.
-    let n = rows * cols;
-    let bf: Vec<BF16> = (0..n)
-        .map(|_| BF16(half::bf16::from_f32(rng.random_range(-1.0f32..1.0))))
-        .collect();
-    let t = per_row_table(&mut bench, &bf, rows, cols, "bf16", &ceiling, &torch_rows)?;
-    drop(bf);
-    print!("{t}");
-    md.push_str(&t);
-    let xs: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-    let t = per_row_table(&mut bench, &xs, rows, cols, "f32", &ceiling, &torch_rows)?;
-    print!("{t}");
-    md.push_str(&t);
+    // Per row: each rows × cols matrix, bf16 (activations) and f32.
+    for &(rows, cols) in &shapes {
+        let torch: HashMap<&'static str, Option<f64>> = torch_rows
+            .iter()
+            .map(|(op, m)| (*op, m.get(&format!("{rows}x{cols}")).copied()))
+            .collect();
+        let n = rows * cols;
+        let bf: Vec<BF16> = (0..n)
+            .map(|_| BF16(half::bf16::from_f32(rng.random_range(-1.0f32..1.0))))
+            .collect();
+        let t = per_row_table(&mut bench, &bf, rows, cols, "bf16", &ceiling, &torch)?;
+        drop(bf);
+        print!("{t}");
+        md.push_str(&t);
+        let xs: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        let t = per_row_table(&mut bench, &xs, rows, cols, "f32", &ceiling, &torch)?;
+        print!("{t}");
+        md.push_str(&t);
+    }
 
     let mut tail = String::new();
     for n in &notes {

@@ -78,8 +78,12 @@ reduce_contract::topk_halves! {
 
 /// The contract's element names and widening, so an operator generic over its element (one definition for
 /// the host and the device) reads these types on the device.
+///
+/// A run's bounds ([`run_bounds`](reduce_contract::op::Float::run_bounds)) take paired `min.NaN`/`max.NaN`
+/// (sm_80 and newer) on the loaded words: two elements per instruction, none widened. `$x2` is the pair's
+/// PTX type, `$inf` the bits of +∞.
 macro_rules! contract_float {
-    ($($t:ident: $name:literal),*) => {$(
+    ($($t:ident: $name:literal, $x2:literal, $inf:literal),*) => {$(
         impl reduce_contract::op::Element for $t {
             const NAME: &'static str = $name;
         }
@@ -92,7 +96,49 @@ macro_rules! contract_float {
             fn to_f64(self) -> f64 {
                 $t::to_f32(self) as f64
             }
+            #[inline(always)]
+            fn run_bounds(len: usize, get: impl Fn(usize) -> Self) -> (f32, f32) {
+                #[cfg(target_feature = "sm_80")]
+                if len.is_multiple_of(2) {
+                    // `min.NaN`/`max.NaN` of two pairs.
+                    macro_rules! x2 {
+                        ($op:literal, $a:expr, $b:expr) => {{
+                            let (a, b): (u32, u32) = ($a, $b);
+                            let r: u32;
+                            // SAFETY: register-only arithmetic.
+                            unsafe {
+                                asm!(concat!($op, ".NaN.", $x2, " {0}, {1}, {2};"), out(reg32) r,
+                                     in(reg32) a, in(reg32) b, options(pure, nomem, nostack))
+                            };
+                            r
+                        }};
+                    }
+                    // Elements 2i and 2i + 1 are the halves of one loaded word (the compiler folds the
+                    // repacking away); four chains of each bound.
+                    let (inf, neg_inf): (u32, u32) = ($inf * 0x10001, ($inf | 0x8000) * 0x10001);
+                    let (mut lo, mut hi) = ([inf; 4], [neg_inf; 4]);
+                    reduce_contract::each_index!(I < len / 2, {
+                        let w = get(2 * I).0 as u32 | (get(2 * I + 1).0 as u32) << 16;
+                        lo[I % 4] = x2!("min", lo[I % 4], w);
+                        hi[I % 4] = x2!("max", hi[I % 4], w);
+                    });
+                    let lo = x2!("min", x2!("min", lo[0], lo[1]), x2!("min", lo[2], lo[3]));
+                    let hi = x2!("max", x2!("max", hi[0], hi[1]), x2!("max", hi[2], hi[3]));
+                    // The two halves, widened (a NaN half makes the bound NaN).
+                    let half = |w: u32, high: bool| $t((if high { w >> 16 } else { w }) as u16).to_f32();
+                    let pick = <f32 as reduce_contract::builtin::Ordered>::pick::<reduce_contract::builtin::Least>;
+                    let lo = pick(half(lo, false), half(lo, true));
+                    let pick = <f32 as reduce_contract::builtin::Ordered>::pick::<reduce_contract::builtin::Greatest>;
+                    let hi = pick(half(hi, false), half(hi, true));
+                    return (lo, hi);
+                }
+                let mut bounds = reduce_contract::stats::Bounds::new();
+                reduce_contract::each_index!(I < len, {
+                    bounds.add(I, get(I).to_f32());
+                });
+                bounds.get()
+            }
         }
     )*};
 }
-contract_float!(F16: "f16", BF16: "bf16");
+contract_float!(F16: "f16", "f16x2", 0x7c00, BF16: "bf16", "bf16x2", 0x7f80);

@@ -70,11 +70,11 @@ pub(crate) unsafe fn segment<In, Acc, P>(p: &SegmentedParams<In, Acc, P>, s: u64
 /// thread's sequence reaches it below `stop`). Indices given to the operator are positions in the segment.
 ///
 /// The segment's alignment picks each chunk's loads: one 16-byte load, or `LANES` scalar ones giving the
-/// same values in the same order. With `deep` ([`DeviceOp::DEEP_FOLD`], which the block kernel passes), the
-/// choice is made once, around two copies of the fold, and the 16-byte copy keeps four chunks in flight;
-/// without it, per chunk, in one compact copy, which ptxas turns into predicated code that issues both
-/// kinds of loads. The tile kernel never passes it: its segments are short, and the second copy's
-/// registers cost more than the slots (rows of 8 f32: sums 11 % slower with it).
+/// same values in the same order. With `deep` ([`DeviceOp::DEEP_FOLD`], which the block kernel and the
+/// warp-wide tile pass), the choice is made once, around two copies of the fold, and the 16-byte copy keeps
+/// four chunks in flight; without it, per chunk, in one compact copy, which ptxas turns into predicated code
+/// that issues both kinds of loads. Narrower tiles never pass it: their segments are short, and the second
+/// copy's registers cost more than the slots (rows of 8 f32: sums 11 % slower with it).
 ///
 /// # Safety
 /// `seg` must be valid for reads of `len` elements.
@@ -116,8 +116,8 @@ where
     }
 }
 
-/// [`fold_chunks`] with the chunk loader `load` (16-byte or scalar); `deep` (a constant after inlining)
-/// keeps four chunks' loads in flight instead of two ([`DeviceOp::DEEP_FOLD`]).
+/// [`fold_chunks`] with the chunk loader `load` (16-byte or scalar); `deep` (a constant after inlining in
+/// the block kernel) keeps four chunks' loads in flight instead of two ([`DeviceOp::DEEP_FOLD`]).
 ///
 /// # Safety
 /// As [`fold_chunks`]; `load(p)` must be valid for a whole chunk at `p` inside the segment.
@@ -215,8 +215,14 @@ where
         let s = base + (lane >> shift);
         let valid = s < p.count;
         let acc = if valid {
+            // A heavy operator's warp per segment (65 to 2048 chunks) keeps four chunks a lane in flight,
+            // as the block kernel does (H200, `row_var_mean` of bf16 rows: 4096 × 4096 75.6 → 87.3 % of
+            // the read ceiling, 16384 × 8192 74.6 → 84.9 %). Loading the next four while folding these
+            // as well (95.5 and 82.5 %) cost rows of 1024 a fifth (54.3 → 44.2 %), and in the block
+            // kernel it cost rows of 65536 (81.2 → 74.8 %): more registers, fewer warps.
+            let deep = Op::DEEP_FOLD && w == 32;
             // SAFETY: s < count; the segment is valid for reads (launch contract, offsets checked).
-            unsafe { fold_chunks::<Op>(segment(&p, s), 0, u64::MAX, rank, w, false) }
+            unsafe { fold_chunks::<Op>(segment(&p, s), 0, u64::MAX, rank, w, deep) }
         } else {
             Op::identity()
         };

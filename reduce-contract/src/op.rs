@@ -50,6 +50,23 @@ pub trait Float: Element {
     fn to_f32(self) -> f32;
     /// The value as f64 (exact).
     fn to_f64(self) -> f64;
+
+    /// The least and greatest of a run's `len` values (`get(i)`, `len ≥ 1`) as f32, by IEEE 754-2019
+    /// `minimum`/`maximum` (both NaN when any value is NaN): what the extrema of the statistics need from a
+    /// run before they look for indices. Only for elements of up to 4 bytes (exact in f32).
+    ///
+    /// The 16-bit floats of `kernels-gpu` override it with paired instructions (`min.NaN.bf16x2`), two
+    /// elements per instruction and none widened, so `aminmax` of a 16-bit input issues a third of the
+    /// instructions per element.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn run_bounds(len: usize, get: impl Fn(usize) -> Self) -> (f32, f32) {
+        let mut bounds = crate::stats::Bounds::new();
+        crate::each_index!(I < len, {
+            bounds.add(I, get(I).to_f32());
+        });
+        bounds.get()
+    }
 }
 
 macro_rules! primitive_elements {

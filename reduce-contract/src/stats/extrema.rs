@@ -97,10 +97,16 @@ impl Extrema {
         get: impl Fn(usize) -> (T, u64),
     ) -> Extrema {
         if in_f32::<T>() {
-            fold(acc, len, |i| {
-                let (x, index) = get(i);
-                (x.to_f32(), index)
-            })
+            let (lo, hi) = T::run_bounds(len, |i| get(i).0);
+            settle(
+                acc,
+                len,
+                |i| {
+                    let (x, index) = get(i);
+                    (x.to_f32(), index)
+                },
+                (lo, hi),
+            )
         } else {
             fold(acc, len, |i| {
                 let (x, index) = get(i);
@@ -113,7 +119,8 @@ impl Extrema {
 /// The float a run is compared in: f32 or f64. Its run fold takes IEEE 754-2019 `minimum`/`maximum`
 /// ([`Ordered::pick`]: NaN if either is NaN, so a run's NaN needs no test of its own; one `min.NaN.f32` on
 /// the GPU), the same function `Max`/`Min` use.
-trait RunFloat: Ordered + PartialEq + PartialOrd + Into<f64> {}
+#[doc(hidden)]
+pub trait RunFloat: Ordered + PartialEq + PartialOrd + Into<f64> {}
 impl RunFloat for f32 {}
 impl RunFloat for f64 {}
 
@@ -130,16 +137,78 @@ fn first_equal<F: RunFloat>(len: usize, get: &impl Fn(usize) -> (F, u64), v: F) 
     (value.into(), at)
 }
 
-/// [`Extrema::fold_run`] in the float `F`.
+/// The least and greatest value of a run, by IEEE 754-2019 `minimum`/`maximum` (a NaN makes both NaN), in
+/// four chains each so a run is not one long dependent chain (`minimum`/`maximum` are associative: the same
+/// values whatever the grouping). The default [`Float::run_bounds`](crate::op::Float::run_bounds) (what
+/// `aminmax` and `stats` ask of a run of elements of up to 4 bytes) folds with it.
+#[derive(Clone, Copy)]
+#[doc(hidden)]
+pub struct Bounds<F> {
+    lo: [F; 4],
+    hi: [F; 4],
+}
+
+impl<F: RunFloat> Default for Bounds<F> {
+    #[inline(always)]
+    fn default() -> Bounds<F> {
+        Bounds::new()
+    }
+}
+
+impl<F: RunFloat> Bounds<F> {
+    /// No element yet.
+    #[inline(always)]
+    pub fn new() -> Bounds<F> {
+        Bounds {
+            lo: [F::HIGHEST; 4],
+            hi: [F::LOWEST; 4],
+        }
+    }
+
+    /// Adds element `i` of the run (a constant after inlining), `x`.
+    #[inline(always)]
+    pub fn add(&mut self, i: usize, x: F) {
+        self.lo[i % 4] = F::pick::<Least>(self.lo[i % 4], x);
+        self.hi[i % 4] = F::pick::<Greatest>(self.hi[i % 4], x);
+    }
+
+    /// The run's least and greatest value.
+    #[inline(always)]
+    pub fn get(self) -> (F, F) {
+        let (lo, hi) = (self.lo, self.hi);
+        (
+            F::pick::<Least>(
+                F::pick::<Least>(lo[0], lo[1]),
+                F::pick::<Least>(lo[2], lo[3]),
+            ),
+            F::pick::<Greatest>(
+                F::pick::<Greatest>(hi[0], hi[1]),
+                F::pick::<Greatest>(hi[2], hi[3]),
+            ),
+        )
+    }
+}
+
+/// [`Extrema::fold_run`] of f64 elements.
 #[inline(always)]
 fn fold<F: RunFloat>(acc: Extrema, len: usize, get: impl Fn(usize) -> (F, u64)) -> Extrema {
-    // Values only; a NaN makes both NaN.
-    let (mut lo, mut hi) = (F::HIGHEST, F::LOWEST);
+    let mut bounds = Bounds::new();
     crate::each_index!(I < len, {
-        let x = get(I).0;
-        lo = F::pick::<Least>(lo, x);
-        hi = F::pick::<Greatest>(hi, x);
+        bounds.add(I, get(I).0);
     });
+    settle(acc, len, get, bounds.get())
+}
+
+/// Merges a run whose least and greatest values are `(lo, hi)` (NaN when it holds one) into `acc`: only
+/// where one of them (or a NaN) beats `acc`'s does it look again at the elements (`get`), for the index of
+/// the first occurrence.
+#[inline(always)]
+pub(crate) fn settle<F: RunFloat>(
+    acc: Extrema,
+    len: usize,
+    get: impl Fn(usize) -> (F, u64),
+    (lo, hi): (F, F),
+) -> Extrema {
     let nan = lo.is_nan();
     let mut out = acc;
     let empty = acc.argmin == Extrema::NONE;

@@ -28,6 +28,8 @@ mod moments;
 mod norms;
 mod summary;
 
+#[doc(hidden)]
+pub use extrema::{Bounds, RunFloat};
 pub use extrema::{Extrema, MinMax};
 pub use logsumexp::{ExpSum, LogSumExp};
 pub use moments::{Moments, Welford};
@@ -191,6 +193,22 @@ mod tests {
         ] {
             assert_eq!(Extrema::merge(a, b).argmin, 4);
             assert_eq!(Extrema::merge(b, a).argmax, 4);
+        }
+    }
+
+    #[test]
+    fn a_run_about_an_outlier_loses_at_most_its_lengths_bits() {
+        // The run is summed about its first element; here that is far from the others, so `Σd²` is about
+        // `n · M2` and up to log2(32) bits of f32 go, as documented.
+        for first in [1000.0f32, -3.0e4, 1.0e-3] {
+            let mut xs = std::vec![first];
+            xs.extend((1..32).map(|i| 1.0 + i as f32 * 1.0e-3));
+            let got = Moments::of_run(32, |i| xs[i]);
+            let mean = xs.iter().map(|&x| x as f64).sum::<f64>() / 32.0;
+            let m2: f64 = xs.iter().map(|&x| (x as f64 - mean).powi(2)).sum();
+            assert!((got.mean - mean).abs() <= 1e-6 * mean.abs(), "{first}");
+            let bound = 32.0 * 32.0 * f32::EPSILON as f64 * m2;
+            assert!((got.m2 - m2).abs() <= bound, "{first}: {} vs {m2}", got.m2);
         }
     }
 

@@ -67,44 +67,37 @@ impl Moments {
         }
     }
 
-    /// The moments of a run of `len` elements (`get(i)`, `len ≥ 1`): its own mean first, then the squared
-    /// deviations from it, so only one division per run instead of one per element.
+    /// The moments of a run of `len` elements (`get(i)`, `len ≥ 1`), with one division per run instead of
+    /// one per element.
     ///
-    /// Elements of up to 4 bytes (f32, f16, bf16) are exact in f32, so the run is summed in f32 about a
-    /// shift `s`, its f32 mean: `mean = s + Σd / n` and `M2 = Σd² − (Σd)² / n` with `d = x − s`. The
-    /// deviations are small and exact where the values are close, which keeps the digits of a variance of
-    /// values far from zero; only the run's count, mean and M2 are widened to f64. Wider elements take the
-    /// same steps in f64.
+    /// Elements of up to 4 bytes (f32, f16, bf16) are exact in f32, so the run is summed in one pass, in
+    /// f32, about its first element `s`: with `d = x − s`, `mean = s + Σd / n` and `M2 = Σd² − (Σd)² / n`.
+    /// Shifting by an element of the run bounds the cancellation: `n · (mean − s)² ≤ (n − 1) · M2`, so
+    /// `Σd² ≤ n · M2` and the subtraction loses at most `log2 n` bits (5 for the 32-element runs of
+    /// 16-bit input); where the values are close (`1e6 + U(0, 1)`) the deviations are small and exact and
+    /// nothing is lost. One pass issues one add fewer per element than summing for the mean first, and four
+    /// partial sums keep the dependent chains short. Only the run's count, mean and M2 are widened to f64.
+    /// A run holding an infinity or a NaN (or whose squares pass f32's range) takes the same steps in f64
+    /// about the mean, which give IEEE's results.
     #[inline(always)]
     pub fn of_run<T: Float>(len: usize, get: impl Fn(usize) -> T) -> Moments {
-        let n = len as f64;
-        let mut shift = f32::NAN;
         if in_f32::<T>() {
-            let mut sum = 0.0f32;
+            let mut run = Deviations::about(get(0).to_f32());
             crate::each_index!(I < len, {
-                sum += get(I).to_f32();
+                run.add(I, get(I).to_f32());
             });
-            shift = sum / len as f32;
+            if let Some(m) = run.moments(len) {
+                return m;
+            }
         }
-        // An infinity (or an f32 sum past f32's range) takes the f64 steps, which give IEEE's mean.
-        if shift.is_finite() {
-            let (mut sd, mut sd2) = (0.0f32, 0.0f32);
-            crate::each_index!(I < len, {
-                let d = get(I).to_f32() - shift;
-                sd += d;
-                sd2 = mul_add(d, d, sd2);
-            });
-            // `Σd` only corrects the rounding of `shift`, so `(Σd)² / n` is tiny next to `Σd²`, and f32
-            // keeps all of its digits that matter.
-            let m2 = mul_add(-sd, sd / len as f32, sd2);
-            // Rounding may leave a tiny negative; a NaN stays.
-            let m2 = if m2 < 0.0 { 0.0 } else { m2 };
-            return Moments {
-                n,
-                mean: shift as f64 + sd as f64 / n,
-                m2: m2 as f64,
-            };
-        }
+        Moments::of_run_f64(len, get)
+    }
+
+    /// [`of_run`](Self::of_run) in f64, by two passes about the mean: for f64 elements, and for a run of
+    /// narrower ones that holds an infinity or a NaN (IEEE's results) or whose squares pass f32's range.
+    #[inline(always)]
+    pub(crate) fn of_run_f64<T: Float>(len: usize, get: impl Fn(usize) -> T) -> Moments {
+        let n = len as f64;
         let mut sum = 0.0f64;
         crate::each_index!(I < len, {
             sum += get(I).to_f64();
@@ -116,6 +109,61 @@ impl Moments {
             m2 = mul_add(d, d, m2);
         });
         Moments { n, mean, m2 }
+    }
+}
+
+/// The sums of one pass over a run of f32 values (or narrower floats, widened exactly) about its first
+/// element `s`: `Σd` and `Σd²` with `d = x − s`, in four partial sums each so the dependent chains stay
+/// short. [`Moments::of_run`] is built on it, and [`Summary`](super::Summary) runs it beside the extrema's
+/// bounds.
+#[derive(Clone, Copy)]
+pub(crate) struct Deviations {
+    s: f32,
+    sd: [f32; 4],
+    sd2: [f32; 4],
+}
+
+impl Deviations {
+    /// No element yet, about `s` (the run's first element).
+    #[inline(always)]
+    pub(crate) fn about(s: f32) -> Deviations {
+        // −0.0 is the exact identity of `+`, so the first add of each chain folds away.
+        Deviations {
+            s,
+            sd: [-0.0; 4],
+            sd2: [-0.0; 4],
+        }
+    }
+
+    /// Adds element `i` of the run (a constant after inlining), `x`.
+    #[inline(always)]
+    pub(crate) fn add(&mut self, i: usize, x: f32) {
+        let d = x - self.s;
+        self.sd[i % 4] += d;
+        self.sd2[i % 4] = mul_add(d, d, self.sd2[i % 4]);
+    }
+
+    /// The moments of the `len` elements added, or `None` when a sum is not finite: then some element is
+    /// not (or the squares overflow), and the run takes [`Moments::of_run_f64`].
+    #[inline(always)]
+    pub(crate) fn moments(self, len: usize) -> Option<Moments> {
+        let (sd, sd2) = (self.sd, self.sd2);
+        let sd = (sd[0] + sd[1]) + (sd[2] + sd[3]);
+        let sd2 = (sd2[0] + sd2[1]) + (sd2[2] + sd2[3]);
+        // (`Σd` is finite when `Σd²` is; testing both has both sums done before the branch, instead of
+        // every deviation kept alive across it.)
+        if !(sd2 < f32::INFINITY && sd.abs() < f32::INFINITY) {
+            return None;
+        }
+        let n = len as f64;
+        let m2 = mul_add(-sd, sd / len as f32, sd2);
+        // Rounding may leave a tiny negative.
+        let m2 = if m2 < 0.0 { 0.0 } else { m2 };
+        Some(Moments {
+            n,
+            mean: self.s as f64 + sd as f64 / n,
+            m2: m2 as f64,
+        })
     }
 }
 

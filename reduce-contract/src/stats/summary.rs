@@ -1,7 +1,9 @@
 //! Every statistic in one read: the moments and the extrema together.
 use core::marker::PhantomData;
 
-use super::{Extrema, Moments};
+use super::extrema;
+use super::moments::Deviations;
+use super::{Extrema, Moments, in_f32};
 use crate::op::{Float, Pod, ReduceOp};
 
 /// [`Moments`] and [`Extrema`] side by side (56 bytes): count, sum (`n · mean`), mean, M2, min, max and
@@ -49,8 +51,35 @@ impl<T: Float> ReduceOp for Summary<T> {
     fn finalize(acc: SummaryAcc) -> SummaryAcc {
         acc
     }
+    /// For elements of up to 4 bytes: the moments' one pass and the extrema's bounds
+    /// ([`Float::run_bounds`]: paired instructions for 16-bit floats), then the rare paths (a new extreme's
+    /// index, a run holding an infinity), which read the run again.
     #[inline(always)]
     fn fold_run(acc: SummaryAcc, len: usize, get: impl Fn(usize) -> (T, u64)) -> SummaryAcc {
+        if in_f32::<T>() {
+            let mut sums = Deviations::about(get(0).0.to_f32());
+            crate::each_index!(I < len, {
+                sums.add(I, get(I).0.to_f32());
+            });
+            let bounds = T::run_bounds(len, |i| get(i).0);
+            let run = match sums.moments(len) {
+                Some(m) => m,
+                None => Moments::of_run_f64(len, |i| get(i).0),
+            };
+            let extrema = extrema::settle(
+                acc.extrema,
+                len,
+                |i| {
+                    let (x, index) = get(i);
+                    (x.to_f32(), index)
+                },
+                bounds,
+            );
+            return SummaryAcc {
+                moments: Moments::merge(acc.moments, run),
+                extrema,
+            };
+        }
         SummaryAcc {
             moments: Moments::merge(acc.moments, Moments::of_run(len, |i| get(i).0)),
             extrema: Extrema::fold_run(acc.extrema, len, get),

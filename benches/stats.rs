@@ -13,7 +13,8 @@
 //! the timed input against an f64 CPU reference; a wrong one fails the bench. Writes `stats.md` to `$OUT` (if
 //! set) or `target/bench`. Without a GPU it says so on one line and exits 0.
 //!
-//! Flags: `--sizes a,b,…` replaces the device-wide size (2^28); `--rows RxC,…` the per-row shapes.
+//! Flags: `--sizes a,b,…` replaces the device-wide size (2^28); `--rows RxC,…` the per-row shapes;
+//! `--user-width W` gives the statistics W lanes per row where the plan gives a warp (8, 16 or 32).
 #[allow(dead_code)] // each bench uses part of the harness
 mod support;
 
@@ -357,6 +358,13 @@ fn run() -> Result<bool, BoxError> {
         gpu,
         failures: Vec::new(),
     };
+    if let Some(w) = flag("--user-width") {
+        // Lanes per row for the statistics where the plan gives a warp per row: to compare tile widths.
+        bench.seg.set_plan_overrides(reduce_host::PlanOverrides {
+            user_width: Some(w.parse()?),
+            ..Default::default()
+        })?;
+    }
     let mut md = format!(
         "### Statistics in one read against the read ceiling, torch and CUB\n\nGPU: {} (sm_{}, {} SMs). Median \
          device µs of one `*_async` call; % of read ceiling: the bare float4 read kernel's time on the same bytes \

@@ -23,6 +23,10 @@
 //                               (the flags are made on the device in setup, one set per input copy)
 //   memcpy_d2d                  cudaMemcpyAsync device -> device
 //   read_f32                    hand-written float4 grid-stride read+sum kernel (bandwidth ceiling)
+//   loop_<op>                   <op> (any of the above) in the loop a plain user writes: launched back to
+//                               back on one stream, no graph and no spin kernel ahead, one event pair around
+//                               2000 launches; the median per launch of 11 such loops after 500 warm-up
+//                               launches (the host's launch rate counts where it is slower than the GPU)
 //
 // Output: for each n exactly one CSV line on stdout, nothing else:
 //   cub,<op>,<n>,<median_us>,<gbps>,<check>
@@ -1258,6 +1262,47 @@ Timing time_blocking(ReduceF32Op& op, int copies, const Gpu& gpu)
   return t;
 }
 
+// loop_<op>: see the header. Rotates over the copies as the other modes do.
+template <class Launch>
+Timing time_loop(Launch&& launch, int copies, const Gpu& gpu)
+{
+  constexpr int kWarmup = 500, kLoops = 11, kCalls = 2000;
+  cudaStream_t s = gpu.stream;
+  cudaEvent_t start, stop;
+  CK(cudaEventCreate(&start));
+  CK(cudaEventCreate(&stop));
+  Timing result;
+  int copy = 0;
+  for (int i = 0; i < kWarmup; ++i)
+  {
+    CK(launch(copy));
+    copy = (copy + 1) % copies;
+  }
+  CK(cudaStreamSynchronize(s));
+  std::vector<double> us;
+  for (int l = 0; l < kLoops; ++l)
+  {
+    CK(cudaEventRecord(start, s));
+    for (int i = 0; i < kCalls; ++i)
+    {
+      CK(launch(copy));
+      result.last_copy = copy;
+      copy             = (copy + 1) % copies;
+    }
+    CK(cudaEventRecord(stop, s));
+    CK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    CK(cudaEventElapsedTime(&ms, start, stop));
+    us.push_back(ms * 1000.0 / kCalls);
+  }
+  CK(cudaEventDestroy(start));
+  CK(cudaEventDestroy(stop));
+  result.median_us = median(us);
+  result.samples   = kLoops;
+  result.mode      = "loop";
+  return result;
+}
+
 // Number of rotating copies: K * bytes >= 3 * L2, capped by memory and (graph path) graph count.
 int rotation_copies(uint64_t n, size_t elem_bytes, const Gpu& gpu)
 {
@@ -1306,7 +1351,8 @@ void usage()
                "usage: cub_bench <op> <n> [<n> ...]\n"
                "ops: sum_f32 blocking_sum_f32 sum_f32_gpu_to_gpu (CCCL >= 3.6) max_f32 min_f32 argmax_f32 argmin_f32 sum_f16 sum_bf16\n"
                "     absmax_f32 sum_squares_f32 welford_f32\n"
-               "     histogram_f32_uniform histogram_f32_skewed select_if_f32 memcpy_d2d read_f32\n");
+               "     histogram_f32_uniform histogram_f32_skewed select_if_f32 memcpy_d2d read_f32\n"
+               "     loop_<op>: <op> launched back to back, events around 2000 launches\n");
 }
 
 } // namespace
@@ -1323,9 +1369,11 @@ int main(int argc, char** argv)
   }
 #endif
   const std::string op_name = argc >= 2 ? argv[1] : "";
-  // The blocking row times the sum_f32 op with its result copied to the host after every call.
+  // The blocking row times the sum_f32 op with its result copied to the host after every call; loop_<op>
+  // times <op> in a plain loop.
   const bool blocking        = op_name == "blocking_sum_f32";
-  const std::string base_op  = blocking ? "sum_f32" : op_name;
+  const bool loop            = op_name.rfind("loop_", 0) == 0;
+  const std::string base_op  = blocking ? "sum_f32" : loop ? op_name.substr(5) : op_name;
   if (argc < 3 || !make_op(base_op))
   {
     usage();
@@ -1367,8 +1415,10 @@ int main(int argc, char** argv)
     const int copies       = rotation_copies(n, op->elem_bytes(), gpu);
     op->setup(n, copies, name_hash(op_name) ^ splitmix64(n), gpu);
 
-    const Timing t = blocking ? time_blocking(static_cast<ReduceF32Op&>(*op), copies, gpu)
-                              : time_launches([&](int c) { return op->launch(c, gpu.stream); }, copies, n, gpu);
+    const auto launch = [&](int c) { return op->launch(c, gpu.stream); };
+    const Timing t    = blocking ? time_blocking(static_cast<ReduceF32Op&>(*op), copies, gpu)
+                      : loop     ? time_loop(launch, copies, gpu)
+                                 : time_launches(launch, copies, n, gpu);
     const bool ok  = op->check(t.last_copy);
     all_ok         = all_ok && ok;
 

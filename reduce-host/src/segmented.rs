@@ -168,6 +168,13 @@ impl DeviceSegmentedReduce {
                 "blocks of {t} threads: a multiple of 32 up to 1024"
             )));
         }
+        if let Some(w) = overrides.user_width
+            && !(w.is_power_of_two() && (8..=32).contains(&w))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "tiles of {w} lanes: a power of two from 8 to 32"
+            )));
+        }
         self.scratch.overrides = overrides;
         Ok(())
     }

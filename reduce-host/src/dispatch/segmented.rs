@@ -249,6 +249,11 @@ pub struct PlanOverrides {
     /// Threads per block of the block kernel, for operators whose bits no tree changes (instead of the
     /// size fitted to the waves).
     pub block_threads: Option<u32>,
+    /// Lanes per segment for users' operators and the statistics where the plan gives a warp per segment
+    /// (a power of two, 8 … 32; changes the bits, as a different tree does): to measure whether rows of a
+    /// few hundred chunks do better with several per warp (fewer cross-lane merges per row). Narrower tiles
+    /// fold two chunks a lane at a time, where a warp folds four.
+    pub user_width: Option<u32>,
 }
 
 impl Scratch {
@@ -337,6 +342,10 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             Some(len) => Plan::for_offsets(len, 1, size, sum),
             None => Plan::for_offsets(input.len, count, size, sum),
         },
+    };
+    let plan = match (source, plan, scratch.overrides.user_width) {
+        (Source::User(_), Plan::Tile { width: 32 }, Some(width)) => Plan::Tile { width },
+        _ => plan,
     };
     if let Plan::Split { pieces } = plan {
         let bytes = (count as u128 * pieces as u128 * size_of::<Acc>() as u128)

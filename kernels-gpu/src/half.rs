@@ -132,11 +132,7 @@ macro_rules! contract_float {
                     let hi = pick(half(hi, false), half(hi, true));
                     return (lo, hi);
                 }
-                let mut bounds = reduce_contract::stats::Bounds::new();
-                reduce_contract::each_index!(I < len, {
-                    bounds.add(I, get(I).to_f32());
-                });
-                bounds.get()
+                reduce_contract::stats::Bounds::of_run(len, |i| get(i).to_f32())
             }
         }
     )*};

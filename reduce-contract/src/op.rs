@@ -61,11 +61,7 @@ pub trait Float: Element {
     #[doc(hidden)]
     #[inline(always)]
     fn run_bounds(len: usize, get: impl Fn(usize) -> Self) -> (f32, f32) {
-        let mut bounds = crate::stats::Bounds::new();
-        crate::each_index!(I < len, {
-            bounds.add(I, get(I).to_f32());
-        });
-        bounds.get()
+        crate::stats::Bounds::of_run(len, |i| get(i).to_f32())
     }
 }
 

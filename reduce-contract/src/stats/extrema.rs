@@ -172,6 +172,16 @@ impl<F: RunFloat> Bounds<F> {
         self.hi[i % 4] = F::pick::<Greatest>(self.hi[i % 4], x);
     }
 
+    /// The least and greatest of a run's `len` values (`get(i)`).
+    #[inline(always)]
+    pub fn of_run(len: usize, get: impl Fn(usize) -> F) -> (F, F) {
+        let mut bounds = Bounds::new();
+        crate::each_index!(I < len, {
+            bounds.add(I, get(I));
+        });
+        bounds.get()
+    }
+
     /// The run's least and greatest value.
     #[inline(always)]
     pub fn get(self) -> (F, F) {
@@ -192,11 +202,8 @@ impl<F: RunFloat> Bounds<F> {
 /// [`Extrema::fold_run`] of f64 elements.
 #[inline(always)]
 fn fold<F: RunFloat>(acc: Extrema, len: usize, get: impl Fn(usize) -> (F, u64)) -> Extrema {
-    let mut bounds = Bounds::new();
-    crate::each_index!(I < len, {
-        bounds.add(I, get(I).0);
-    });
-    settle(acc, len, get, bounds.get())
+    let bounds = Bounds::of_run(len, |i| get(i).0);
+    settle(acc, len, get, bounds)
 }
 
 /// Merges a run whose least and greatest values are `(lo, hi)` (NaN when it holds one) into `acc`: only

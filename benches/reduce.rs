@@ -6,7 +6,8 @@
 //!
 //! Output: the tables on stdout, and `bench.md`, `sweep.csv`, `sweep.svg` in `$OUT` (if set) or
 //! `target/bench`. Flags: `--quick` skips the sweep; `--sizes a,b,…` replaces the table sizes; `--loops`
-//! runs only the tables of the loops users write (blocking calls, and `*_async` back to back). Set
+//! runs only the tables of the loops users write (blocking calls, and `*_async` back to back); `--sweep` only
+//! the sweep, without the seeds (the production rows, CUB's and the ceiling: a run of its spread). Set
 //! `CCCL_INCLUDE` to a CCCL ≥ 3.6 include folder (the `cuda-cccl` 1.2.1 wheel's
 //! `cuda/cccl/headers/include`) for CUB's `gpu_to_gpu` row; without it that row is missing.
 #[allow(dead_code)] // each bench uses part of the harness
@@ -38,6 +39,7 @@ enum Op {
     ReproSumPrefetch,
     Max,
     ArgMax,
+    ArgMin,
 }
 
 impl Op {
@@ -55,6 +57,7 @@ impl Op {
             Op::ReproSum | Op::ReproSumPrefetch => "sum_f32_gpu_to_gpu",
             Op::Max => "max_f32",
             Op::ArgMax => "argmax_f32",
+            Op::ArgMin => "argmin_f32",
         }
     }
 }
@@ -121,8 +124,9 @@ impl Kind {
             }
             Kind::Production(Op::Max, _) => "same body, Max operator (NaN-propagating compare)",
             Kind::Production(Op::ArgMax, _) => {
-                "same body, (value, u64 index) pairs: 3 shuffles per step"
+                "same body, (value, u64 index) pairs: one redux.sync on order keys, two on indices"
             }
+            Kind::Production(Op::ArgMin, _) => "the same for the least value (argmin)",
         }
     }
 }
@@ -175,6 +179,7 @@ impl Bench {
                     }
                     Kind::Production(Op::Max, _) => reduce.max_async(w, &mut out.f, s)?,
                     Kind::Production(Op::ArgMax, _) => reduce.argmax_async(w, &mut out.arg, s)?,
+                    Kind::Production(Op::ArgMin, _) => reduce.argmin_async(w, &mut out.arg, s)?,
                 }
             }
             Ok(())
@@ -213,6 +218,10 @@ impl Bench {
                     Op::ArgMax => {
                         self.reduce.argmax(w)?.map(|a| (a.index as usize, a.value))
                             == cpu::argmax(host)
+                    }
+                    Op::ArgMin => {
+                        self.reduce.argmin(w)?.map(|a| (a.index as usize, a.value))
+                            == cpu::argmin(host)
                     }
                 };
                 self.reduce.set_combine(Combine::default());
@@ -293,6 +302,7 @@ fn run() -> Result<bool, BoxError> {
     // The sweep reaches 2^30 (4 GiB of f32); the tables alone need 2^28; the loops' tables (2^24 at most)
     // 2^26, so that the rotation passes three L2 sizes.
     let loops_only = args.iter().any(|a| a == "--loops");
+    let sweep_only = args.iter().any(|a| a == "--sweep");
     let largest = if loops_only {
         1 << 26
     } else {
@@ -341,6 +351,10 @@ fn run() -> Result<bool, BoxError> {
         println!("CUB column missing: {why}\n");
         writeln!(md, "CUB column missing: {why}\n")?;
     }
+    if sweep_only {
+        sweep(&mut bench, &cub, copy, &mut md, false)?;
+        return finish(&bench, &md);
+    }
     if loops_only {
         // Only the tables of the loops users write (a minute, where the whole bench takes several).
         blocking_calls(&mut bench, &cub, &mut md)?;
@@ -349,7 +363,7 @@ fn run() -> Result<bool, BoxError> {
     }
     let sizes_u64: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
     let cub_results: Vec<(Op, std::collections::HashMap<u64, CubResult>)> =
-        [Op::Sum, Op::ReproSum, Op::Max, Op::ArgMax]
+        [Op::Sum, Op::ReproSum, Op::Max, Op::ArgMax, Op::ArgMin]
             .into_iter()
             .map(|op| (op, cub.run(op.cub_name(), &sizes_u64)))
             .collect();
@@ -378,6 +392,7 @@ fn run() -> Result<bool, BoxError> {
         Kind::Production(Op::ReproSumPrefetch, Combine::default()),
         Kind::Production(Op::Max, Combine::default()),
         Kind::Production(Op::ArgMax, Combine::default()),
+        Kind::Production(Op::ArgMin, Combine::default()),
     ]);
 
     for &n in &sizes {
@@ -410,7 +425,7 @@ fn run() -> Result<bool, BoxError> {
                 of_ceiling(us)
             )?;
         }
-        for op in [Op::Sum, Op::ReproSum, Op::Max, Op::ArgMax] {
+        for op in [Op::Sum, Op::ReproSum, Op::Max, Op::ArgMax, Op::ArgMin] {
             if let Some(c) = cub_of(op, n) {
                 if !c.pass {
                     bench
@@ -445,7 +460,7 @@ fn run() -> Result<bool, BoxError> {
     md.push_str(&accuracy);
 
     if !quick {
-        sweep(&mut bench, &cub, copy, &mut md)?;
+        sweep(&mut bench, &cub, copy, &mut md, true)?;
     }
     finish(&bench, &md)
 }
@@ -601,16 +616,24 @@ const SWEEP_MAX: usize = 1 << 30;
 
 /// GB/s against n for v0–v5 (to 2^28), the production sum and argmax, CUB's, and the read ceiling (to
 /// 2^30): `sweep.csv` and `sweep.svg`, and a table with each production row's share of the ceiling and its
-/// ratio to CUB.
-fn sweep(bench: &mut Bench, cub: &Cub, copy: f64, md: &mut String) -> Result<(), BoxError> {
+/// ratio to CUB. `seeds`: v0–v5 too.
+fn sweep(
+    bench: &mut Bench,
+    cub: &Cub,
+    copy: f64,
+    md: &mut String,
+    seeds: bool,
+) -> Result<(), BoxError> {
     let log2s: Vec<u32> = (10..=SWEEP_MAX.ilog2()).collect();
     let ns: Vec<usize> = log2s.iter().map(|&l| 1usize << l).collect();
     let mut kinds: Vec<(Kind, usize)> = SeedVersion::ALL
         .into_iter()
+        .filter(|_| seeds)
         .map(|v| (Kind::Seed(v), 1 << 28))
         .collect();
     kinds.push((Kind::Production(Op::Sum, Combine::default()), SWEEP_MAX));
     kinds.push((Kind::Production(Op::ArgMax, Combine::default()), SWEEP_MAX));
+    kinds.push((Kind::Production(Op::ArgMin, Combine::default()), SWEEP_MAX));
     let mut series = Vec::new();
     let mut csv = String::from("series,n,median_us,gbps\n");
     for &(kind, largest) in &kinds {
@@ -632,6 +655,7 @@ fn sweep(bench: &mut Bench, cub: &Cub, copy: f64, md: &mut String) -> Result<(),
     for (name, op) in [
         ("CUB Sum", "sum_f32"),
         ("CUB ArgMax", "argmax_f32"),
+        ("CUB ArgMin", "argmin_f32"),
         ("read ceiling", "read_f32"),
     ] {
         let results = cub.run(op, &ns_u64);
@@ -693,9 +717,10 @@ fn sweep(bench: &mut Bench, cub: &Cub, copy: f64, md: &mut String) -> Result<(),
     };
     md.push_str("\n### Against the read ceiling and CUB\n\nA share of the ceiling over 100 % (marked †) is bounded by the launch rate, not by memory: our \
         calls overlap inside the graph of 100 (programmatic dependent launch), while the ceiling kernel pays every launch \
-        in full. The loop users write is timed in its own table.\n\n| n | sum % of ceiling | sum CUB time / ours | argmax % of ceiling | argmax CUB time / ours |\n|---:|---:|---:|---:|---:|\n");
+        in full. The loop users write is timed in its own table.\n\n| n | sum % of ceiling | sum CUB time / ours | argmax % of ceiling | argmax CUB time / ours | argmin % of ceiling | argmin CUB time / ours |\n|---:|---:|---:|---:|---:|---:|---:|\n");
     let sum = Kind::Production(Op::Sum, Combine::default()).label();
     let argmax = Kind::Production(Op::ArgMax, Combine::default()).label();
+    let argmin = Kind::Production(Op::ArgMin, Combine::default()).label();
     let pct = |a: Option<f64>, b: Option<f64>, scale: f64| match (a, b) {
         (Some(a), Some(b)) if scale > 1.0 && a > b => format!("{:.3} †", scale * a / b),
         (Some(a), Some(b)) => format!("{:.3}", scale * a / b),
@@ -705,11 +730,13 @@ fn sweep(bench: &mut Bench, cub: &Cub, copy: f64, md: &mut String) -> Result<(),
         let ceiling = gbps_of("read ceiling", l);
         writeln!(
             md,
-            "| 2^{l} | {} | {} | {} | {} |",
+            "| 2^{l} | {} | {} | {} | {} | {} | {} |",
             pct(gbps_of(&sum, l), ceiling, 100.0),
             pct(gbps_of(&sum, l), gbps_of("CUB Sum", l), 1.0),
             pct(gbps_of(&argmax, l), ceiling, 100.0),
             pct(gbps_of(&argmax, l), gbps_of("CUB ArgMax", l), 1.0),
+            pct(gbps_of(&argmin, l), ceiling, 100.0),
+            pct(gbps_of(&argmin, l), gbps_of("CUB ArgMin", l), 1.0),
         )?;
     }
     println!("\nsweep written to {}", dir.join("sweep.svg").display());

@@ -15,6 +15,7 @@
 use core::marker::PhantomData;
 
 use reduce_contract::op::ReduceOp;
+use reduce_contract::topk::{TopKElement, value_key};
 
 use crate::arch;
 use crate::shuffle::{Shuffle, shfl_idx, shfl_xor};
@@ -108,9 +109,10 @@ impl<A: SumAcc + Shuffle> Accumulator for A {}
 pub trait SumElement: Summable<Acc: Accumulator> {}
 impl<T: Summable<Acc: Accumulator>> SumElement for T {}
 
-/// Elements with an order on the device: the contract's [`Ordered`], of a [`Shuffle`] type.
-pub trait OrdElement: Ordered + Shuffle {}
-impl<T: Ordered + Shuffle> OrdElement for T {}
+/// Elements with an order on the device: the contract's [`Ordered`], with top-k's order-preserving key
+/// (which argmax's warp exchange compares with one `redux.sync`), of a [`Shuffle`] type.
+pub trait OrdElement: Ordered + TopKElement + Shuffle {}
+impl<T: Ordered + TopKElement + Shuffle> OrdElement for T {}
 
 impl<T: SumElement> DeviceOp for Sum<T> {
     type In = T;
@@ -227,31 +229,37 @@ impl<T: OrdElement, D: Direction> DeviceOp for ArgExtreme<T, D> {
         }
     }
 
-    /// Values first, then indices, then one value: a butterfly of one-word `pick`s gives every lane the
-    /// segment's best value; a minimum over the indices of the lanes holding it ([`warp::min_u64`]: two
-    /// `redux.sync` for a whole warp on sm_80+, else a butterfly) gives the smallest; the lane with that
-    /// index hands over its value (its exact bits: −0.0 and +0.0, or two NaNs, are the same value but not
-    /// the same bits). The result is `choose`'s, in every lane, and a step costs
-    /// a shuffle and one instruction per pass instead of three shuffles and `choose`'s NaN and index tests on
-    /// the critical path.
+    /// Values first, then indices, then one value. The segment's best value goes to every lane: for a
+    /// whole warp of an element with a 32-bit order key (all but the 8-byte ones) on sm_80+, one
+    /// `redux.sync.max` of the keys (NaN the greatest key, both zeros one key, as [`Ordered::same`] has
+    /// it); otherwise a butterfly of one-word `pick`s. A minimum over the indices of the lanes holding it
+    /// ([`warp::min_u64`]: two `redux.sync` for a whole warp on sm_80+, else a butterfly) gives the
+    /// smallest; the lane with that index hands over its value (its exact bits: −0.0 and +0.0, or two
+    /// NaNs, are the same value but not the same bits). The result is `choose`'s, in every lane, and a
+    /// step costs a shuffle and one instruction per pass instead of three shuffles and `choose`'s NaN and
+    /// index tests on the critical path.
     #[inline(always)]
     unsafe fn warp_reduce(v: Indexed<T>, width: u32, mask: u32) -> Indexed<T> {
         if width == 1 {
             return v;
         }
-        let mut best = v.value;
-        let mut offset = width >> 1;
-        while offset > 0 {
-            // SAFETY: the caller's convergence contract (every lane of `mask`, same `width`).
-            best = T::pick::<D>(best, unsafe { shfl_xor(best, offset, width, mask) });
-            offset >>= 1;
-        }
-        // Lanes holding the identity carry index u64::MAX, so they lose to any real element of equal value.
-        let index = if v.value.same(best) {
-            v.index
+        // Whether this lane holds the segment's best value.
+        let holds_best = if width == 32 && T::KEY_BYTES <= 4 && cfg!(target_feature = "sm_80") {
+            let key = value_key(v.value, D::GREATEST) as u32;
+            // SAFETY: the caller's convergence contract (every lane of `mask`, a whole warp).
+            key == unsafe { warp::max_u32(key, mask) }
         } else {
-            u64::MAX
+            let mut best = v.value;
+            let mut offset = width >> 1;
+            while offset > 0 {
+                // SAFETY: the caller's convergence contract (every lane of `mask`, same `width`).
+                best = T::pick::<D>(best, unsafe { shfl_xor(best, offset, width, mask) });
+                offset >>= 1;
+            }
+            v.value.same(best)
         };
+        // Lanes holding the identity carry index u64::MAX, so they lose to any real element of equal value.
+        let index = if holds_best { v.index } else { u64::MAX };
         // SAFETY: as above.
         let index = unsafe { warp::min_u64(index, width, mask) };
         // Real indices are unique, so one lane of the segment holds `index` (all do when it is the

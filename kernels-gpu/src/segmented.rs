@@ -215,12 +215,13 @@ where
         let s = base + (lane >> shift);
         let valid = s < p.count;
         let acc = if valid {
-            // A heavy operator's warp per segment (65 to 2048 chunks) keeps four chunks a lane in flight,
-            // as the block kernel does (H200, `row_var_mean` of bf16 rows: 4096 × 4096 75.6 → 87.3 % of
-            // the read ceiling, 16384 × 8192 74.6 → 84.9 %). Loading the next four while folding these
-            // as well (95.5 and 82.5 %) cost rows of 1024 a fifth (54.3 → 44.2 %), and in the block
-            // kernel it cost rows of 65536 (81.2 → 74.8 %): more registers, fewer warps.
-            let deep = Op::DEEP_FOLD && w == 32;
+            // A heavy operator's segment of 65 to 2048 chunks (8 lanes up to 256 chunks, then a warp: the
+            // host's plan) keeps four chunks a lane in flight, as the block kernel does (H200, `row_var_mean`
+            // of bf16 rows: 4096 × 4096 75.6 → 87.3 % of the read ceiling, 16384 × 8192 74.6 → 84.9 %;
+            // 65536 × 1024 at 8 lanes, 63.6 → 67.0 %). Loading the next four while folding these as well
+            // (95.5 and 82.5 %) cost rows of 1024 a fifth (54.3 → 44.2 %), and in the block kernel it
+            // cost rows of 65536 (81.2 → 74.8 %): more registers, fewer warps.
+            let deep = Op::DEEP_FOLD && w >= 8;
             // SAFETY: s < count; the segment is valid for reads (launch contract, offsets checked).
             unsafe { fold_chunks::<Op>(segment(&p, s), 0, u64::MAX, rank, w, deep) }
         } else {

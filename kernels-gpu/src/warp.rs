@@ -74,21 +74,55 @@ pub unsafe fn min_u64(v: u64, width: u32, mask: u32) -> u64 {
     v
 }
 
-/// `__reduce_min_sync` on `u32` (`redux.sync.min.u32`, sm_80 and later): the least `v` of the lanes of
-/// `mask`, in each of them.
+/// `__reduce_min_sync` / `__reduce_max_sync` on `u32` (`redux.sync.{min,max}.u32`, sm_80 and later): the
+/// least or greatest `v` of the lanes of `mask`, in each of them. One instruction where a butterfly takes
+/// five shuffles and five compares.
+macro_rules! redux_u32 {
+    ($($(#[$doc:meta])* $name:ident: $op:literal;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// Every lane in `mask` must execute this call, and `mask` must include the calling lane.
+        #[cfg(target_feature = "sm_80")]
+        #[inline(always)]
+        unsafe fn $name(v: u32, mask: u32) -> u32 {
+            let r: u32;
+            // SAFETY: the caller upholds the convergence requirement.
+            unsafe {
+                asm!(concat!("redux.sync.", $op, ".u32 {0}, {1}, {2};"), out(reg32) r, in(reg32) v,
+                     in(reg32) mask, options(nostack, nomem))
+            };
+            r
+        }
+    )*};
+}
+redux_u32! {
+    /// The least `v` of the lanes of `mask`.
+    redux_min_u32: "min";
+    /// The greatest `v` of the lanes of `mask`.
+    redux_max_u32: "max";
+}
+
+/// The greatest `v` of a whole warp, in every lane: one `redux.sync.max.u32` on sm_80 and later, a
+/// butterfly of five shuffles before.
 ///
 /// # Safety
-/// Every lane in `mask` must execute this call, and `mask` must include the calling lane.
-#[cfg(target_feature = "sm_80")]
+/// Every lane of `mask` must execute this call, and `mask` must be the whole warp.
 #[inline(always)]
-unsafe fn redux_min_u32(v: u32, mask: u32) -> u32 {
-    let r: u32;
-    // SAFETY: the caller upholds the convergence requirement.
-    unsafe {
-        asm!("redux.sync.min.u32 {0}, {1}, {2};", out(reg32) r, in(reg32) v, in(reg32) mask,
-             options(nostack, nomem))
-    };
-    r
+pub unsafe fn max_u32(v: u32, mask: u32) -> u32 {
+    #[cfg(target_feature = "sm_80")]
+    // SAFETY: every lane of `mask` is here (the caller).
+    return unsafe { redux_max_u32(v, mask) };
+    #[cfg(not(target_feature = "sm_80"))]
+    {
+        let (mut v, mut offset) = (v, 16);
+        while offset > 0 {
+            // SAFETY: forwarded to the caller.
+            v = v.max(unsafe { shfl_xor(v, offset, 32, mask) });
+            offset >>= 1;
+        }
+        v
+    }
 }
 
 /// `__any_sync`: true in every lane of `mask` when `pred` is true in at least one of them.

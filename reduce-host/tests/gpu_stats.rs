@@ -387,6 +387,9 @@ fn per_row<T: Case>(name: &str) {
         (5, 1, 3),
         (64, 37, 40),
         (7, 5000, 5003),
+        // 8 lanes a row for the statistics (65 … 256 chunks of f32 and 16-bit rows).
+        (33, 300, 300),
+        (17, 1000, 1003),
         (2, 300_001, 300_001),
     ] {
         let len = if rows == 0 {

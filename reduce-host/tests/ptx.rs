@@ -272,9 +272,13 @@ fn segmented_kernels_use_16_byte_loads_shuffles_and_no_panic_paths() {
                     b.contains("ld.global.nc.L1::no_allocate.v4.u32"),
                     "sm_{arch} {name}: no 16-byte loads"
                 );
-                // Argmax/argmin reduce values and indices by butterflies (`ArgExtreme::warp_reduce`).
+                // Argmax/argmin reduce values and indices by butterflies (`ArgExtreme::warp_reduce`), or,
+                // for whole warps on sm_80 and later, by `redux.sync` on order keys and indices.
                 assert!(
-                    i == 3 || b.contains("shfl.sync.down.b32") || b.contains("shfl.sync.bfly.b32"),
+                    i == 3
+                        || b.contains("shfl.sync.down.b32")
+                        || b.contains("shfl.sync.bfly.b32")
+                        || b.contains("redux.sync.max.u32"),
                     "sm_{arch} {name}: no shuffle tree"
                 );
             }

@@ -81,6 +81,12 @@ macro_rules! ordered_float {
             fn pick<D: Direction>(a: Self, b: Self) -> Self {
                 ieee_pick!($t, a, b, D::GREATEST)
             }
+            /// The default's meaning without its branches (argmax's scan for a run's best calls it on every
+            /// element): three compares, joined by `|` and `&`, which do not short-circuit.
+            #[inline(always)]
+            fn same(self, other: Self) -> bool {
+                (self == other) | (self.is_nan() & other.is_nan())
+            }
         }
     )*};
 }

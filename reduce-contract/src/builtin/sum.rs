@@ -89,6 +89,13 @@ macro_rules! summable_halves {
             fn lt(self, other: Self) -> bool {
                 $crate::op::Float::to_f32(self) < $crate::op::Float::to_f32(other)
             }
+            #[inline(always)]
+            fn same(self, other: Self) -> bool {
+                $crate::builtin::Ordered::same(
+                    $crate::op::Float::to_f32(self),
+                    $crate::op::Float::to_f32(other),
+                )
+            }
         }
     )*};
 }

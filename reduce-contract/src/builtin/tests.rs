@@ -125,3 +125,50 @@ fn the_value_first_run_fold_is_the_element_fold() {
         }
     }
 }
+
+/// Argmax's warp exchange on the device compares top-k's order keys with one `redux.sync.max` instead of
+/// the values with `pick`: so the greater key must be exactly the value `choose` prefers, and equal keys
+/// exactly the values `same` calls equal (both zeros, every NaN).
+#[test]
+fn order_keys_rank_as_the_argmax_rule() {
+    use crate::topk::value_key;
+    fn check<T: Ordered + crate::topk::TopKElement + core::fmt::Debug>(xs: &[T]) {
+        for &a in xs {
+            for &b in xs {
+                for greatest in [true, false] {
+                    let (ka, kb) = (value_key(a, greatest), value_key(b, greatest));
+                    assert_eq!(ka == kb, a.same(b), "{a:?} {b:?}");
+                    // `a` at the larger index still wins exactly when its value is better.
+                    let (ia, ib) = (
+                        Indexed { value: a, index: 1 },
+                        Indexed { value: b, index: 0 },
+                    );
+                    let a_wins = if greatest {
+                        choose::<T, Greatest>(ia, ib).index == 1
+                    } else {
+                        choose::<T, Least>(ia, ib).index == 1
+                    };
+                    assert_eq!(ka > kb, a_wins, "{a:?} {b:?} greatest={greatest}");
+                }
+            }
+        }
+    }
+    let mut floats = SAMPLES.to_vec();
+    floats.extend([
+        f32::from_bits(0x7fc0_0001),
+        f32::from_bits(0xffc0_0000),
+        f32::MIN_POSITIVE / 2.0,
+        -f32::MIN_POSITIVE / 2.0,
+        f32::MAX,
+        f32::MIN,
+    ]);
+    check(&floats);
+    check(&[0u8, 1, 127, 128, 255]);
+    check(&[i32::MIN, -1, 0, 1, i32::MAX]);
+    check(&[0u32, 1, u32::MAX / 2, u32::MAX / 2 + 1, u32::MAX]);
+    for a in &floats {
+        for b in &floats {
+            assert_eq!(a.same(*b), (a == b) || (a.is_nan() && b.is_nan()));
+        }
+    }
+}

@@ -35,6 +35,25 @@ const BLOCK_SUM_CHUNKS: u64 = 512;
 /// Segments up to this many chunks get one warp; longer ones a block.
 const WARP_CHUNKS: u64 = 2048;
 
+/// Users' operators and the statistics (heavy folds, [`Source::User`]) give segments of over
+/// [`TILE_CHUNKS`] and up to this many chunks 8 lanes instead of a warp: each lane then folds four chunks at
+/// a time over a longer run, and a row pays three cross-lane merges instead of five. Measured on the H200
+/// (`benches/stats.rs --user-width`, % of the read ceiling, `row_var_mean` / `row_squares`, a warp → 8
+/// lanes): 65536 × 1024 bf16 (128 chunks) 49.3 / 59.8 → 67.0 / 86.6, f32 (256 chunks) 77.7 / 94.4 →
+/// 85.8 / 93.1; 16384 × 8192 bf16 (1024 chunks) 80.3 / 91.1 → 80.0 / 94.5, but f32 (2048 chunks) 90.5 /
+/// 95.3 → 77.8 / 95.7, so longer segments keep the warp. 16 lanes fell between the two.
+const USER_NARROW_CHUNKS: u64 = 256;
+
+/// Lanes per segment of `len` elements of `elem_size` bytes for a heavy operator whose plan gives it a
+/// warp (see [`USER_NARROW_CHUNKS`]).
+fn user_width(len: u64, elem_size: usize) -> u32 {
+    if len.div_ceil(LOAD_BYTES / elem_size as u64) <= USER_NARROW_CHUNKS {
+        8
+    } else {
+        32
+    }
+}
+
 /// Most blocks per SM of a tile launch of 256 threads, scaled for other sizes (see its launch below).
 const TILE_BLOCKS_PER_SM: u64 = 32;
 
@@ -250,9 +269,8 @@ pub struct PlanOverrides {
     /// size fitted to the waves).
     pub block_threads: Option<u32>,
     /// Lanes per segment for users' operators and the statistics where the plan gives a warp per segment
-    /// (a power of two, 8 … 32; changes the bits, as a different tree does): to measure whether rows of a
-    /// few hundred chunks do better with several per warp (fewer cross-lane merges per row). Narrower tiles
-    /// fold two chunks a lane at a time, where a warp folds four.
+    /// (a power of two, 8 … 32, instead of [`user_width`]'s; changes the bits, as a different tree does):
+    /// to measure how many lanes a row of a few hundred chunks does best with.
     pub user_width: Option<u32>,
 }
 
@@ -335,16 +353,23 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     };
     let size = size_of::<T>();
     let sum = matches!(source, Source::Builtin(PerSegment::Op(Op::Sum, _)));
+    // The length the plan follows: the rows', or offset segments' mean (or the override's).
+    let (plan_len, plan_count) = match (layout.rows_len(), scratch.overrides.offsets_len) {
+        (Some(len), _) | (None, Some(len)) => (len, 1),
+        (None, None) => (input.len, count),
+    };
     let plan = match layout.rows_len() {
         Some(len) if scratch.overrides.rows_kernel == Some(false) => Plan::for_len(len, size)?,
         Some(len) => Plan::for_rows(len, size)?,
-        None => match scratch.overrides.offsets_len {
-            Some(len) => Plan::for_offsets(len, 1, size, sum),
-            None => Plan::for_offsets(input.len, count, size, sum),
-        },
+        None => Plan::for_offsets(plan_len, plan_count, size, sum),
     };
-    let plan = match (source, plan, scratch.overrides.user_width) {
-        (Source::User(_), Plan::Tile { width: 32 }, Some(width)) => Plan::Tile { width },
+    let plan = match (source, plan) {
+        (Source::User(_), Plan::Tile { width: 32 }) => Plan::Tile {
+            width: scratch
+                .overrides
+                .user_width
+                .unwrap_or_else(|| user_width(plan_len / plan_count.max(1), size)),
+        },
         _ => plan,
     };
     if let Plan::Split { pieces } = plan {

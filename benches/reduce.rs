@@ -117,10 +117,10 @@ impl Kind {
                 "one launch: red.add per block (not reproducible)"
             }
             Kind::Production(Op::ReproSum, _) => {
-                "Determinism::GpuToGpu: a warp per 8192-element chunk, f64 lanes, fixed trees; 2 launches"
+                "Determinism::GpuToGpu, L2 prefetch off: a warp per 8192-element chunk, f64 lanes, fixed trees; 2 launches"
             }
             Kind::Production(Op::ReproSumPrefetch, _) => {
-                "the same, each warp asking L2 for its next 4 KiB batch (prefetch.global.L2)"
+                "GpuToGpu, prefetch on (the default up to 384 MiB): each warp asks L2 for 4 KiB of its next batch"
             }
             Kind::Production(Op::Max, _) => "same body, Max operator (NaN-propagating compare)",
             Kind::Production(Op::ArgMax, _) => {

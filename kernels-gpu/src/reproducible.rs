@@ -13,7 +13,8 @@
 //! - Per segment: the same two steps for each segment of a segmented call, so a segment's sum has the bits
 //!   of the device-wide sum of its elements: a warp per segment of at most one chunk ([`segments_warp`]), a
 //!   block per longer segment whose warps merge their chunk partials straight into the combine lanes in
-//!   shared memory ([`segments_block`], which also gives the short segments of mixed lengths a warp each),
+//!   shared memory ([`segments_block`], which also gives the segments of mixed lengths up to
+//!   [`WARP_CHUNKS`] chunks a warp each),
 //!   or, for rows too few to fill the GPU, [`chunks`] and [`combine`] per row ([`segments_chunks`],
 //!   [`segments_combine`]).
 use core::mem::MaybeUninit;
@@ -25,15 +26,27 @@ use reduce_contract::reproducible::{
 use crate::arch::{self, load_nc};
 use crate::half::{BF16, F16};
 use crate::segmented::{Segment, segment};
-use crate::shuffle::{Shuffle, shfl_down};
+use crate::shuffle::{Shuffle, shfl_down, shfl_idx};
 use crate::warp::FULL_MASK;
 use reduce_contract::params::SegmentedParams;
 
 /// Virtual lanes each thread of a chunk's warp holds.
 const PER_THREAD: usize = CHUNK_LANES / 32;
 
-/// Bytes of one batch of a warp's loads, for every element type: 32 lines of 128 bytes.
+/// Bytes a warp's prefetch asks L2 for ahead of each batch: 32 lines of 128 bytes, one per lane. A batch
+/// of f64 or 16-bit elements is that size, and an f32 batch twice it (its first half is prefetched).
 const BATCH_BYTES: usize = 32 * 128;
+
+/// Most rounds of a chunk that [`chunk_partial`] loads before adding them (its `ROUNDS`) in the kernel of
+/// segments of at most one chunk ([`segments_warp`]): one round, eight loads a thread. That kernel's rows
+/// of 4 to 8 elements (in tiles) need every warp an SM can hold: with batches of rounds it took 104
+/// registers where it takes 40, and 2^22 rows of 4 took 141 µs where they take 57 (H200).
+const ONE_ROUND: usize = 1;
+
+/// [`chunk_partial`]'s `ROUNDS` everywhere else: [`ReproElement::BATCH`] rounds at once, and a short
+/// chunk's rounds in batches of 8, 4, 2, 1 as they run out; ragged segments (summed by warps of
+/// [`segments_block`]) read faster with more loads in flight.
+const BATCHED: usize = 8;
 
 /// Most elements a thread loads before it adds any (see [`ReproElement::BATCH`]).
 const MAX_IN_FLIGHT: usize = 64;
@@ -55,9 +68,12 @@ pub trait ReproElement: Copy {
     type Acc: ReproAcc + Shuffle;
     /// f32 for f32/f16/bf16, f64 for f64.
     type Out;
-    /// Rounds of a chunk loaded before any is added: `8 · BATCH` loads in flight per thread, 128 bytes
-    /// of them whatever the element size, so a chunk takes 8 (16 for f64) round trips to memory. A divisor of [`CHUNK_ROUNDS`]; it changes when loads are issued,
-    /// never the order of the additions.
+    /// Rounds of a chunk loaded before any is added: `8 · BATCH` loads in flight per thread, so a chunk
+    /// takes 4 round trips to memory (16 for f64, whose accumulator pairs need the registers). f32 keeps
+    /// 64 loads in flight, 256 bytes a thread: at 4 its device-wide sum read 2^24 … 2^28 elements at
+    /// 88–96 % of the default sum's rate, at 8 (with the L2 prefetch where it helps) at 97–101 % (H200,
+    /// docs/PERFORMANCE.md). A divisor of [`CHUNK_ROUNDS`]; it changes when loads are issued, never the
+    /// order of the additions.
     const BATCH: usize;
     /// Reads one element through the read-only path.
     ///
@@ -73,7 +89,7 @@ pub trait ReproElement: Copy {
 impl ReproElement for f32 {
     type Acc = f64;
     type Out = f32;
-    const BATCH: usize = 4;
+    const BATCH: usize = 8;
     #[inline(always)]
     unsafe fn load(p: *const f32) -> f32 {
         // SAFETY: forwarded to the caller.
@@ -137,7 +153,7 @@ repro_half!(F16, BF16);
 /// # Safety
 /// `input` valid for `n` reads, aligned and unmodified during the kernel; `partials` valid for
 /// `ceil(n / CHUNK)` writes; `blockDim.x` a multiple of 32. With `prefetch`, each batch first asks L2 for
-/// the next batch of the chunk (one 128-byte line per lane: a batch is 4 KiB).
+/// the next batch of the chunk, its first [`BATCH_BYTES`] (one 128-byte line per lane).
 #[inline(always)]
 pub unsafe fn chunks<E: ReproElement>(
     input: *const E,
@@ -147,7 +163,7 @@ pub unsafe fn chunks<E: ReproElement>(
 ) {
     const {
         assert!(CHUNK_ROUNDS.is_multiple_of(E::BATCH) && E::BATCH * PER_THREAD <= MAX_IN_FLIGHT);
-        assert!(E::BATCH * CHUNK_LANES * size_of::<E>() == BATCH_BYTES);
+        assert!((E::BATCH * CHUNK_LANES * size_of::<E>()).is_multiple_of(BATCH_BYTES));
     };
     let warps = arch::grid_threads() / 32;
     let count = n.div_ceil(CHUNK);
@@ -160,7 +176,7 @@ pub unsafe fn chunks<E: ReproElement>(
         };
         // SAFETY: c < count, so the chunk starts inside the input; the whole warp is here (`c` is
         // warp-uniform).
-        let a = unsafe { chunk_of::<E>(all, c, prefetch) };
+        let a = unsafe { chunk_of::<E, BATCHED>(all, c, prefetch) };
         if arch::lane_id() == 0 {
             // SAFETY: c < count.
             unsafe { partials.add(c as usize).write(a) };
@@ -170,17 +186,21 @@ pub unsafe fn chunks<E: ReproElement>(
 }
 
 /// The partial of chunk `c` of `seg` (its elements `c · CHUNK ..`, at most [`CHUNK`] of them), summed by
-/// the calling warp: [`chunk_partial`] at the chunk's start. Valid in lane 0.
+/// the calling warp: [`chunk_partial`] at the chunk's start, with its `ROUNDS`. Valid in lane 0.
 ///
 /// # Safety
 /// `c · CHUNK < seg.len`; `seg` valid for reads and unmodified during the kernel; the whole warp calls it,
 /// converged.
 #[inline(always)]
-unsafe fn chunk_of<E: ReproElement>(seg: Segment<E>, c: u64, prefetch: bool) -> E::Acc {
+unsafe fn chunk_of<E: ReproElement, const ROUNDS: usize>(
+    seg: Segment<E>,
+    c: u64,
+    prefetch: bool,
+) -> E::Acc {
     let first = c * CHUNK;
     // SAFETY: first < len, so the chunk's `min(len - first, CHUNK)` elements lie in the segment.
     unsafe {
-        chunk_partial::<E>(
+        chunk_partial::<E, ROUNDS>(
             seg.start.add(first as usize),
             (seg.len - first).min(CHUNK) as usize,
             prefetch,
@@ -188,19 +208,60 @@ unsafe fn chunk_of<E: ReproElement>(seg: Segment<E>, c: u64, prefetch: bool) -> 
     }
 }
 
+/// Adds rounds `r .. r + R` of a short chunk of `len` elements at `base` into the thread's virtual lanes:
+/// all of their loads first, then the additions in round order, skipping elements at or past `len`.
+///
+/// # Safety
+/// `base` valid for `len` reads and unmodified during the kernel; `R · 8 <= 64`.
+#[inline(always)]
+unsafe fn short_rounds<E: ReproElement, const R: usize>(
+    base: *const E,
+    len: usize,
+    r: usize,
+    lane: usize,
+    acc: &mut [E::Acc; PER_THREAD],
+) {
+    // 64 slots, as `each_index!` spells indices up to 63; only the first `8 · R` are used.
+    let mut x = [const { MaybeUninit::<E>::uninit() }; 64];
+    each_index!(I < R * PER_THREAD, {
+        let i = (r + I / PER_THREAD) * CHUNK_LANES + 32 * (I % PER_THREAD) + lane;
+        if i < len {
+            // SAFETY: i < len.
+            x[I].write(unsafe { E::load(base.add(i)) });
+        }
+    });
+    each_index!(I < R * PER_THREAD, {
+        let i = (r + I / PER_THREAD) * CHUNK_LANES + 32 * (I % PER_THREAD) + lane;
+        if i < len {
+            // SAFETY: written just above, under the same condition.
+            let v = unsafe { x[I].assume_init() };
+            acc[I % PER_THREAD] = acc[I % PER_THREAD].add(v.widen());
+        }
+    });
+}
+
 /// The partial of one chunk of `len <= CHUNK` elements at `base`, summed by the calling warp: step 2 of the
-/// algorithm. Valid in lane 0.
+/// algorithm. Its rounds are loaded `ROUNDS` at a time at most ([`ONE_ROUND`], [`BATCHED`]), and
+/// [`ReproElement::BATCH`]; that changes when loads are issued, never the order of the additions. Valid in
+/// lane 0.
 ///
 /// # Safety
 /// `base` valid for `len` reads and unmodified during the kernel; the whole warp calls it, converged.
 #[inline(always)]
-unsafe fn chunk_partial<E: ReproElement>(base: *const E, len: usize, prefetch: bool) -> E::Acc {
+unsafe fn chunk_partial<E: ReproElement, const ROUNDS: usize>(
+    base: *const E,
+    len: usize,
+    prefetch: bool,
+) -> E::Acc {
     let lane = arch::lane_id() as usize;
     let mut acc = [E::Acc::ZERO; PER_THREAD];
     if len == CHUNK as usize {
+        // Rounds a batch: a constant after inlining, and a divisor of CHUNK_ROUNDS (both are powers of two).
+        let batch = if ROUNDS < E::BATCH { ROUNDS } else { E::BATCH };
         let mut r = 0;
         while r < CHUNK_ROUNDS {
-            if prefetch && r + E::BATCH < CHUNK_ROUNDS {
+            // Only whole batches prefetch (the prefetch spans BATCH_BYTES of the next batch).
+            if prefetch && batch == E::BATCH && r + E::BATCH < CHUNK_ROUNDS {
                 // SAFETY: the next batch lies inside this full chunk, and lane · 128 < BATCH_BYTES.
                 unsafe {
                     let next = base.add((r + E::BATCH) * CHUNK_LANES) as *const u8;
@@ -208,32 +269,36 @@ unsafe fn chunk_partial<E: ReproElement>(base: *const E, len: usize, prefetch: b
                 }
             }
             // All of a batch's loads first, then its additions in round order.
-            // 64 slots, as `each_index!` spells indices up to 63; only the first `8 · BATCH` are used.
+            // 64 slots, as `each_index!` spells indices up to 63; only the first `8 · batch` are used.
             let mut x = [const { MaybeUninit::<E>::uninit() }; 64];
-            each_index!(I < E::BATCH * PER_THREAD, {
+            each_index!(I < batch * PER_THREAD, {
                 let i = (r + I / PER_THREAD) * CHUNK_LANES + 32 * (I % PER_THREAD) + lane;
                 // SAFETY: i < CHUNK_ROUNDS · CHUNK_LANES = CHUNK = len.
                 x[I].write(unsafe { E::load(base.add(i)) });
             });
-            each_index!(I < E::BATCH * PER_THREAD, {
+            each_index!(I < batch * PER_THREAD, {
                 // SAFETY: written just above.
                 let v = unsafe { x[I].assume_init() };
                 acc[I % PER_THREAD] = acc[I % PER_THREAD].add(v.widen());
             });
-            r += E::BATCH;
+            r += batch;
         }
     } else {
         // The short last chunk: elements past its end are skipped, not added as zeros, and so are the
-        // rounds past it (a segment of 4 elements loops once, not CHUNK_ROUNDS times).
-        for r in 0..len.div_ceil(CHUNK_LANES) {
-            unroll!(K in [0, 1, 2, 3, 4, 5, 6, 7] {
-                let i = r * CHUNK_LANES + 32 * K + lane;
-                if i < len {
-                    // SAFETY: i < len.
-                    acc[K] = acc[K].add(unsafe { E::load(base.add(i)) }.widen());
-                }
-            });
-        }
+        // rounds past it. Its loads go in batches of up to `ROUNDS` rounds: a short segment is all a warp of
+        // the per-segment kernels reads, and one round's eight loads in flight left ragged rows of
+        // U(0, 10^4) f32 at a quarter of the read rate. The batches shrink with the rounds left (8, 4, 2,
+        // 1), so a row of 4 elements issues one round's loads and checks, not 64.
+        let rounds = len.div_ceil(CHUNK_LANES);
+        let mut r = 0;
+        unroll!(R in [8, 4, 2, 1] {
+            // `R <= ROUNDS` and `R <= E::BATCH` are constants; `rounds` is warp-uniform.
+            while R <= ROUNDS && R <= E::BATCH && rounds - r >= R {
+                // SAFETY: forwarded to the caller; round r lies inside the chunk (r < rounds).
+                unsafe { short_rounds::<E, R>(base, len, r, lane, &mut acc) };
+                r += R;
+            }
+        });
     }
     // The tree's levels 128, 64, 32 are inside the thread (virtual lane l + 32k meets l + 32(k + w/32)).
     unroll!(K in [0, 1, 2, 3] { acc[K] = acc[K].merge(acc[K + 4]); });
@@ -334,17 +399,69 @@ unsafe fn combine_tree<E: ReproElement>(slots: *mut E::Acc) -> E::Acc {
 /// chunk accumulators of split rows as partials.
 pub type SegmentParams<E> = SegmentedParams<E, <E as ReproElement>::Out, <E as ReproElement>::Acc>;
 
-/// The reproducible sum of a segment of at most one chunk, by the calling warp: the chunk's partial, then
-/// the combine as it goes for a single partial (slot 0 is `ZERO.merge(partial)`, every other slot `ZERO`,
-/// and slot 0 merges one of them at each of the tree's ten levels), so the result has the bits of
-/// [`combine`] over that one partial. Valid in lane 0.
+/// Most chunks of a segment that one warp sums alone in the per-segment kernels: past it the block's
+/// warps share the chunks. A warp walks its chunks one after another, so this bounds the time one segment
+/// can hold up its warp. A power of two up to 32, so that the partials fill the low lanes of the
+/// combine's cross-lane levels.
+pub const WARP_CHUNKS: u64 = 4;
+const _: () = assert!(WARP_CHUNKS.is_power_of_two() && WARP_CHUNKS <= 32);
+
+/// The reproducible sum of a segment of at most [`WARP_CHUNKS`] chunks, by the calling warp, with the bits
+/// of [`combine`] over the segment's partials. Combine slot `c` is `ZERO.merge(partial c)`, and every slot
+/// past the partials is `ZERO`, which `ZERO.merge(ZERO)` keeps; so at each of the combine tree's levels
+/// `w >= WARP_CHUNKS` slot `c` merges a `ZERO`, and only the levels below take a partner from another
+/// lane. One chunk merges `ZERO` at every level, as the kernel before multi-chunk segments did: a merge
+/// with a constant is cheaper than a shuffled one, and 2^16 rows of 1024 f32 took 106 µs that way against
+/// 152 µs with five shuffled levels. Valid in lane 0.
+///
+/// # Safety
+/// `seg` valid for `len <= WARP_CHUNKS · CHUNK` reads; the whole warp calls it, converged.
+#[inline(always)]
+unsafe fn warp_segment<E: ReproElement>(seg: Segment<E>) -> E::Out {
+    if seg.len <= CHUNK {
+        // SAFETY: forwarded to the caller; one chunk at most.
+        return unsafe { chunk_segment::<E, BATCHED>(seg) };
+    }
+    let lane = arch::lane_id() as u64;
+    let chunks = seg.len.div_ceil(CHUNK);
+    let mut slot = E::Acc::ZERO;
+    let mut c = 0;
+    // Warp-uniform: `chunks` is the segment's, read alike by every lane.
+    while c < chunks {
+        // SAFETY: c < chunks, so the chunk starts inside the segment; the whole warp is here.
+        let partial = unsafe { chunk_of::<E, BATCHED>(seg, c, false) };
+        // SAFETY: the whole warp is here; the partial is lane 0's.
+        let partial = unsafe { shfl_idx(partial, 0, 32, FULL_MASK) };
+        if lane == c {
+            slot = E::Acc::ZERO.merge(partial);
+        }
+        c += 1;
+    }
+    let mut a = slot;
+    let mut w = COMBINE_LANES / 2;
+    while w >= WARP_CHUNKS as usize {
+        a = a.merge(E::Acc::ZERO);
+        w /= 2;
+    }
+    while w >= 1 {
+        // SAFETY: the whole warp is here, converged (`w` is uniform).
+        a = a.merge(unsafe { shfl_down(a, w as u32, 32, FULL_MASK) });
+        w /= 2;
+    }
+    E::finish(a)
+}
+
+/// [`warp_segment`] of a segment of at most one chunk, loaded `ROUNDS` rounds at a time: the
+/// chunk's partial, then the combine as it goes for a single partial (slot 0 is `ZERO.merge(partial)`,
+/// every other slot `ZERO`, and slot 0 merges one of them at each of the tree's ten levels). Valid in
+/// lane 0.
 ///
 /// # Safety
 /// `seg` valid for `len <= CHUNK` reads; the whole warp calls it, converged.
 #[inline(always)]
-unsafe fn warp_segment<E: ReproElement>(seg: Segment<E>) -> E::Out {
-    // SAFETY: forwarded to the caller.
-    let partial = unsafe { chunk_partial::<E>(seg.start, seg.len.min(CHUNK) as usize, false) };
+unsafe fn chunk_segment<E: ReproElement, const ROUNDS: usize>(seg: Segment<E>) -> E::Out {
+    // SAFETY: forwarded to the caller; one chunk at most.
+    let partial = unsafe { chunk_partial::<E, ROUNDS>(seg.start, seg.len as usize, false) };
     let mut a = E::Acc::ZERO.merge(partial);
     let mut w = COMBINE_LANES / 2;
     while w >= 1 {
@@ -355,8 +472,8 @@ unsafe fn warp_segment<E: ReproElement>(seg: Segment<E>) -> E::Out {
 }
 
 /// Per-segment reproducible sums of segments of at most one chunk: a warp per segment
-/// ([`warp_segment`]), or, with `p.width` below 32, tiles of `width` lanes for segments of at most `width`
-/// elements ([`tile_segment`]), `32 / width` per warp.
+/// ([`chunk_segment`], a round at a time: [`ONE_ROUND`]), or, with `p.width` below 32, tiles of `width`
+/// lanes for segments of at most `width` elements ([`tile_segment`]), `32 / width` per warp.
 ///
 /// # Safety
 /// The segmented launch contract (see [`crate::segmented::segment`]); every segment at most [`CHUNK`]
@@ -375,7 +492,7 @@ pub unsafe fn segments_warp<E: ReproElement>(p: SegmentParams<E>) {
     while s < p.count {
         // SAFETY: s < count; the launch contract makes the segment valid for reads, of at most CHUNK
         // elements; the whole warp is here.
-        let r = unsafe { warp_segment::<E>(segment(&p, s)) };
+        let r = unsafe { chunk_segment::<E, ONE_ROUND>(segment(&p, s)) };
         if arch::lane_id() == 0 {
             // SAFETY: s < count results.
             unsafe { p.out.add(s as usize).write(r) };
@@ -431,11 +548,11 @@ unsafe fn segments_tile<E: ReproElement>(p: SegmentParams<E>, warps: u64) {
 
 /// Per-segment reproducible sums of any length (offsets, or rows longer than a chunk), `G = p.width`
 /// segments per block at a time (`G` at most the block's `W` warps, `W` a divisor of [`COMBINE_LANES`]):
-/// warp `w < G` sums the group's segment `w` alone when it is one chunk at most ([`warp_segment`]); then
-/// the whole block sums the group's longer segments
-/// one by one: warp `w` sums chunks `w, w + W, …` of the segment in order and merges each partial into
-/// combine slot `chunk mod COMBINE_LANES` in shared memory, so slot `v` merges partials `v, v + 1024, …` in
-/// order, all in one warp, as step 3 has it; then [`combine_tree`].
+/// warp `w < G` sums the group's segment `w` alone when it is one chunk at most, or [`WARP_CHUNKS`] when
+/// `G > 1` ([`warp_segment`]); then the whole block sums the group's longer segments one by one: warp `w`
+/// sums chunks `w, w + W, …` of the segment in order and merges each partial into combine slot
+/// `chunk mod COMBINE_LANES` in shared memory, so slot `v` merges partials `v, v + 1024, …` in order, all
+/// in one warp, as step 3 has it; then [`combine_tree`].
 ///
 /// # Safety
 /// The segmented launch contract (see [`crate::segmented::segment`]); `blockDim.x` a power of two from 32
@@ -449,6 +566,15 @@ pub unsafe fn segments_block<E: ReproElement>(p: SegmentParams<E>) {
     let slots = unsafe { arch::shared::<E::Acc>() };
     // `min` then `max`, not `clamp`, which carries a panic path for `warps = 0`.
     let per_group = (p.width as u64).min(warps).max(1);
+    // A warp sums a segment alone up to `alone` elements: one chunk when the block takes one segment at a
+    // time (long rows, where a warp alone would leave the others idle), [`WARP_CHUNKS`] when it takes a
+    // group (offsets, mostly short: a segment of a few chunks is summed sooner by one warp than by a
+    // block-wide pass with its ten barriers, while the other warps go on with theirs).
+    let alone = if per_group > 1 {
+        WARP_CHUNKS * CHUNK
+    } else {
+        CHUNK
+    };
     let mut group = arch::block_idx() as u64 * per_group;
     // `group` is block-uniform, and so is every segment's length below (all threads read the same
     // offsets), so all of the block reaches each barrier.
@@ -457,8 +583,8 @@ pub unsafe fn segments_block<E: ReproElement>(p: SegmentParams<E>) {
         if warp < per_group && mine < p.count {
             // SAFETY: mine < count; the launch contract makes the segment valid for reads.
             let seg = unsafe { segment(&p, mine) };
-            if seg.len <= CHUNK {
-                // SAFETY: one chunk at most; `mine` is warp-uniform, so the whole warp is here.
+            if seg.len <= alone {
+                // SAFETY: WARP_CHUNKS chunks at most; `mine` is warp-uniform, so the whole warp is here.
                 let r = unsafe { warp_segment::<E>(seg) };
                 if arch::lane_id() == 0 {
                     // SAFETY: mine < count results.
@@ -470,7 +596,7 @@ pub unsafe fn segments_block<E: ReproElement>(p: SegmentParams<E>) {
         while s < p.count.min(group + per_group) {
             // SAFETY: s < count; the launch contract makes the segment valid for reads.
             let seg = unsafe { segment(&p, s) };
-            if seg.len > CHUNK {
+            if seg.len > alone {
                 // SAFETY: every thread of the block is here (the length is block-uniform).
                 let r = unsafe { block_segment::<E>(seg, slots, warp, warps) };
                 if t == 0 {
@@ -511,7 +637,7 @@ unsafe fn block_segment<E: ReproElement>(
     let mut c = warp;
     while c < chunks {
         // SAFETY: c < chunks; the whole warp is here (the loop is warp-uniform).
-        let partial = unsafe { chunk_of::<E>(seg, c, false) };
+        let partial = unsafe { chunk_of::<E, BATCHED>(seg, c, false) };
         if arch::lane_id() == 0 {
             let slot = (c % COMBINE_LANES as u64) as usize;
             // SAFETY: slot < COMBINE_LANES; only this warp touches it (c ≡ warp mod W, W | 1024).
@@ -552,7 +678,7 @@ pub unsafe fn segments_chunks<E: ReproElement>(p: SegmentParams<E>) {
         let first = c * CHUNK;
         if first < seg.len {
             // SAFETY: chunk c starts inside the row; the whole warp is here (`id` is warp-uniform).
-            let a = unsafe { chunk_of::<E>(seg, c, false) };
+            let a = unsafe { chunk_of::<E, BATCHED>(seg, c, false) };
             if arch::lane_id() == 0 {
                 // SAFETY: id < count · pieces partials.
                 unsafe { p.partials.add(id as usize).write(a) };

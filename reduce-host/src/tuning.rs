@@ -94,9 +94,13 @@ pub const SELECT_THREADS: u32 = 512;
 /// depend on it).
 pub const REPRO_COMBINE_THREADS: u32 = 1024;
 
-/// Whether the reproducible sum's chunk kernel prefetches each next batch into L2. Off until measured:
-/// `cargo bench --bench reduce` times both ("reprosum" and "reprosum + L2 prefetch" rows).
-pub const REPRO_PREFETCH_L2: bool = false;
+/// Largest input, in bytes, for which the reproducible sum's chunk kernel prefetches each next batch into
+/// L2 by default. With f32 batches of 64 loads a thread, on the H200 the prefetch lifted 2^24 f32 (64 MiB)
+/// from 92–93 % of the default sum's rate to 97–98 % and 2^26 + 3 (256 MiB) from 96 % to 99–101 %, but
+/// took 2^27 (512 MiB) from 97 % down to 90–92 % and 2^28 (1 GiB) from 98 % down to 91–93 %
+/// (docs/PERFORMANCE.md): the cut lies between 256 and 512 MiB. `cargo bench --bench reduce` times both
+/// ("reprosum" and "reprosumprefetch").
+pub const REPRO_PREFETCH_L2_MAX_BYTES: u64 = 384 << 20;
 
 /// Most resident blocks per SM on any supported GPU: a larger `blocks_per_sm` could only allocate partials
 /// that no launch uses.

@@ -378,8 +378,9 @@ fn segmented_bits_equal_the_cpu_algorithm<T: Repro>() {
             }
         }
     }
-    // Offsets: empty, one element, unaligned starts, overlapping, a short and several full chunks.
-    let n = (4 * C + 40).min(max_n());
+    // Offsets: empty, one element, unaligned starts, overlapping, a short and several full chunks; up to
+    // four chunks a warp sums alone, past them the block.
+    let n = (6 * C + 40).min(max_n());
     let host = pattern::<T>(n, 2, 5);
     let buf = DeviceBuffer::from_slice(&host).unwrap();
     let ranges: Vec<Range<usize>> = [
@@ -389,6 +390,9 @@ fn segmented_bits_equal_the_cpu_algorithm<T: Repro>() {
         (5, 5 + C - 1),
         (7, 7 + 3 * C),
         (2, 2 + C),
+        (11, 11 + 4 * C),
+        (9, 9 + 4 * C + 1),
+        (13, 13 + 5 * C + 3),
     ]
     .into_iter()
     .map(|(b, e)| b.min(n)..e.min(n))

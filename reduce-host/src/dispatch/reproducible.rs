@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
 use crate::stream::StreamRef;
-use crate::tuning::{Policy, REPRO_COMBINE_THREADS, REPRO_PREFETCH_L2};
+use crate::tuning::{Policy, REPRO_COMBINE_THREADS, REPRO_PREFETCH_L2_MAX_BYTES};
 
 /// A test's override of the launch shape; `None` fields keep the default. No field changes the bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,8 +23,17 @@ pub struct ReproShape {
     pub max_grid: Option<u32>,
     /// Threads of the combine block (default [`REPRO_COMBINE_THREADS`]).
     pub combine_threads: Option<u32>,
-    /// Whether the chunk kernel prefetches into L2 (default [`REPRO_PREFETCH_L2`]).
+    /// Whether the chunk kernel prefetches into L2 (default: for inputs of at most
+    /// [`REPRO_PREFETCH_L2_MAX_BYTES`]).
     pub prefetch: Option<bool>,
+}
+
+impl ReproShape {
+    /// Whether the chunk kernel prefetches into L2 over an input of `bytes`.
+    fn prefetch(&self, bytes: u64) -> bool {
+        self.prefetch
+            .unwrap_or(bytes <= REPRO_PREFETCH_L2_MAX_BYTES)
+    }
 }
 
 /// Bytes of one chunk partial, whatever the element type (an f64, or a compensated pair of them).
@@ -105,7 +114,7 @@ pub(crate) unsafe fn enqueue<T, Out>(
         partials: partials as *mut u8,
         count: chunks,
         out,
-        prefetch: shape.prefetch.unwrap_or(REPRO_PREFETCH_L2) as u32,
+        prefetch: shape.prefetch(input.len * size_of::<T>() as u64) as u32,
     };
 
     // SAFETY (both launches): `input` is valid for `n` reads and `out` for one `Out` (the caller);
@@ -172,7 +181,7 @@ pub(crate) unsafe fn chunk_partials<T, Acc: Copy + Default>(
         partials: partials as *mut Acc,
         count: chunks,
         out: std::ptr::null_mut(),
-        prefetch: shape.prefetch.unwrap_or(REPRO_PREFETCH_L2) as u32,
+        prefetch: shape.prefetch(input.len * size_of::<T>() as u64) as u32,
     };
     let mut host = vec![Acc::default(); chunks as usize];
     // SAFETY: as `enqueue`; the copy reads the `chunks` partials the launch wrote, on the same stream, into

@@ -1,7 +1,8 @@
 //! `cargo bench --bench row_topk`: per-row top-k (`DeviceTopK::segmented_max_k`, values and indices,
 //! sorted) of N(0, 1) logits in f32 and bf16, on the top-k issue's LLM shapes (64 × 131072, 1024 × 32768,
 //! 4096 × 151936) at k = 1, 64 (50 for the 152k vocabulary) and 1024, beside the read ceiling (the bare
-//! float4 read kernel of `benches/cub/cub_bench.cu` on the same bytes) and `torch.topk(x, k, dim=1)`
+//! float4 read kernel of `benches/cub/cub_bench.cu` on the same bytes), CUB's `DeviceBatchedTopK` for f32
+//! (`cub_bench batched_topk_c<cols>_k<k>`, CCCL ≥ 3.6 headers through `CCCL_INCLUDE`) and `torch.topk(x, k, dim=1)`
 //! (`torch_bench.py rowtopk_<dtype>`, shapes `<rows>x<cols>:<k>`). Inputs are cycled over copies that
 //! together exceed three L2 caches, as torch's are. Rows 0, 1 and the last are checked on the host
 //! against a CPU reference. Writes `row_topk.md` to `$OUT` (if set) or `target/bench`.
@@ -132,22 +133,33 @@ fn bench_type<T: Logit>(
                 }
             }
             let t = torch.get(&format!("{rows}x{cols}:{k}")).copied();
+            // CUB's DeviceBatchedTopK on its own N(0, 1) draw of the shape (f32 only).
+            let cub_us = (T::DTYPE == "f32")
+                .then(|| cub.run(&format!("batched_topk_c{cols}_k{k}"), &[n as u64]))
+                .and_then(|r| r.get(&(n as u64)).filter(|c| c.pass).map(|c| c.us));
             let reads = read.map_or("—".into(), |c| format!("{:.2}", us / c));
-            let (tt, ratio) = t.map_or(("—".into(), "—".into()), |t| {
-                (format!("{t:.1}"), format!("{:.1}", t / us))
-            });
+            let against = |other: Option<f64>| {
+                other.map_or(("—".to_string(), "—".to_string()), |o| {
+                    (format!("{o:.1}"), format!("{:.1}", o / us))
+                })
+            };
+            let ((cc, c_ratio), (tt, ratio)) = (against(cub_us), against(t));
             let gbs = bytes(rows, cols) as f64 / us / 1e3;
             writeln!(
                 table,
-                "| {} | {rows} × {cols} | {k} | {us:.1} | {gbs:.0} | {reads} | {tt} | {ratio} |",
+                "| {} | {rows} × {cols} | {k} | {us:.1} | {gbs:.0} | {reads} | {cc} | {c_ratio} | {tt} | \
+                 {ratio} |",
                 T::DTYPE
             )?;
-            println!("{} {rows}x{cols} k {k}: {us:.1} µs (torch {tt})", T::DTYPE);
+            println!(
+                "{} {rows}x{cols} k {k}: {us:.1} µs (CUB {cc}, torch {tt})",
+                T::DTYPE
+            );
         }
         if let Some(c) = read {
             writeln!(
                 table,
-                "| {} | {rows} × {cols} | read ceiling | {c:.1} | {:.0} | 1.00 | | |",
+                "| {} | {rows} × {cols} | read ceiling | {c:.1} | {:.0} | 1.00 | | | | |",
                 T::DTYPE,
                 bytes(rows, cols) as f64 / c / 1e3
             )?;
@@ -162,15 +174,16 @@ fn run() -> Result<bool, BoxError> {
     let cub = Cub::build(gpu.info().cc());
     let (mut failures, mut notes) = (Vec::new(), Vec::new());
     let mut table = String::from(
-        "| type | rows × cols | k | ours µs | GB/s | reads (ours / ceiling) | torch.topk µs | torch / ours |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|\n",
+        "| type | rows × cols | k | ours µs | GB/s | reads (ours / ceiling) | CUB DeviceBatchedTopK µs | \
+         CUB / ours | torch.topk µs | torch / ours |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     bench_type::<f32>(&gpu, &mut topk, &cub, &mut table, &mut failures, &mut notes)?;
     bench_type::<BF16>(&gpu, &mut topk, &cub, &mut table, &mut failures, &mut notes)?;
     let mut report = format!(
         "### Per-row top-k against the read ceiling and torch.topk\n\nGPU: {} (sm_{}). N(0, 1) logits; median \
          device µs of one `segmented_max_k_async` (values and indices, sorted); reads: our time over the bare \
-         read kernel's on the same bytes.\n\n{table}",
+         read kernel's on the same bytes; CUB `DeviceBatchedTopK::MaxPairs` (f32; gpu_to_gpu, smaller index \
+         first, sorted: its closest mode to ours) on its own draw.\n\n{table}",
         gpu.info().name,
         gpu.info().cc()
     );

@@ -1,6 +1,8 @@
 //! `cargo bench --bench topk`: device-wide top-k (`DeviceTopK::max_k`, values and indices, sorted) of f32 at
 //! n = 2^24 and 2^28, k ∈ {1, 64, 1024, 65536}, on the distributions of the top-k issue, beside the read
-//! ceiling (the bare float4 read kernel of `benches/cub/cub_bench.cu` on the same bytes) and `torch.topk`
+//! ceiling (the bare float4 read kernel of `benches/cub/cub_bench.cu` on the same bytes), CUB's
+//! `DeviceTopK::MaxPairs` (`cub_bench topk_<distribution>_k<k>`, CCCL ≥ 3.6 headers through `CCCL_INCLUDE`,
+//! e.g. the `cuda-cccl` 1.2.1 wheel's `cuda/cccl/headers/include`) and `torch.topk`
 //! (`torch_bench.py topk_<distribution>`, one process per distribution for every size and k, same
 //! distributions drawn by torch, before our rows). Each result is checked on
 //! the host: sorted by the rule, each value the input's at its index, and exactly k − 1 elements before the
@@ -110,10 +112,20 @@ fn run() -> Result<bool, BoxError> {
             })
         })
         .collect();
+    // CUB `DeviceTopK::MaxPairs` (unordered and non-deterministic, its one mode in CCCL 3.6; needs
+    // `CCCL_INCLUDE`), one process per distribution and k for both sizes.
+    let cub_topk: Vec<Vec<_>> = DISTRIBUTIONS
+        .iter()
+        .map(|dist| {
+            KS.iter()
+                .map(|k| cub.run(&format!("topk_{dist}_k{k}"), &sizes_u64))
+                .collect()
+        })
+        .collect();
     let mut failures = Vec::new();
     let mut table = String::from(
-        "| n | distribution | k | ours µs | reads (ours / ceiling) | torch.topk µs | torch / ours |\n\
-         |---:|---|---:|---:|---:|---:|---:|\n",
+        "| n | distribution | k | ours µs | reads (ours / ceiling) | CUB DeviceTopK µs | CUB / ours | \
+         torch.topk µs | torch / ours |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for &n in &SIZES {
         let read = ceiling.get(&(n as u64)).filter(|c| c.pass).map(|c| c.us);
@@ -129,7 +141,7 @@ fn run() -> Result<bool, BoxError> {
             let x = DeviceBuffer::from_slice(&host)?;
             let mut vals = DeviceBuffer::from_slice(&vec![0f32; KS[3] as usize])?;
             let mut idx = DeviceBuffer::from_slice(&vec![0u64; KS[3] as usize])?;
-            for &k in &KS {
+            for (j, &k) in KS.iter().enumerate() {
                 let us = timing::time_us(&gpu, &stream, n as u64, 1, &mut |_, s| {
                     // SAFETY: the buffers live until the timing function has synchronized.
                     unsafe { topk.max_k_async(&x, k, &mut vals, &mut idx, s)? };
@@ -145,16 +157,23 @@ fn run() -> Result<bool, BoxError> {
                 }
                 let torch = torch_by_distribution[d].get(&format!("{n}:{k}")).copied();
                 let reads = read.map_or("—".into(), |c| format!("{:.2}", us / c));
-                let (t, ratio) = torch.map_or(("—".into(), "—".into()), |t| {
-                    (format!("{t:.1}"), format!("{:.2}", t / us))
-                });
+                let against = |other: Option<f64>| {
+                    other.map_or(("—".to_string(), "—".to_string()), |o| {
+                        (format!("{o:.1}"), format!("{:.2}", o / us))
+                    })
+                };
+                let cub_us = cub_topk[d][j]
+                    .get(&(n as u64))
+                    .filter(|c| c.pass)
+                    .map(|c| c.us);
+                let ((c, c_ratio), (t, ratio)) = (against(cub_us), against(torch));
                 writeln!(
                     table,
-                    "| 2^{} | {dist} | {k} | {us:.1} | {reads} | {t} | {ratio} |",
+                    "| 2^{} | {dist} | {k} | {us:.1} | {reads} | {c} | {c_ratio} | {t} | {ratio} |",
                     n.trailing_zeros()
                 )?;
                 println!(
-                    "n 2^{} {dist} k {k}: {us:.1} µs (torch {t})",
+                    "n 2^{} {dist} k {k}: {us:.1} µs (CUB {c}, torch {t})",
                     n.trailing_zeros()
                 );
             }
@@ -163,7 +182,8 @@ fn run() -> Result<bool, BoxError> {
     let mut report = format!(
         "### Device-wide top-k against the read ceiling and torch.topk\n\nGPU: {} (sm_{}). Median device µs of \
          one `max_k_async` (values and indices, sorted); reads: our time over the bare read kernel's on the \
-         same bytes.\n\n{table}",
+         same bytes; CUB `DeviceTopK::MaxPairs` (unordered, non-deterministic: its one mode) on its own \
+         draw of the same distribution.\n\n{table}",
         gpu.info().name,
         gpu.info().cc()
     );

@@ -61,8 +61,9 @@ run_one() {
     # gpu_types checks nine types with the same kernel bodies: under the slow tools its inputs stop just
     # past one block (1025 elements); the multi-block paths run under every tool in the f32 binaries.
     [ "$bin" = gpu_types ] && export REDUCE_TEST_MAX_N=${GPU_TYPES_MAX_N:-1100}
-    # The reproducible sum's chunk is 8192 elements: two full chunks and a short one.
-    [ "$bin" = gpu_reproducible ] && export REDUCE_TEST_MAX_N=${GPU_REPRO_MAX_N:-20000}
+    # The reproducible sum's chunk is 8192 elements: past four chunks, so that an offsets segment is long
+    # enough for the block (a warp sums up to four alone).
+    [ "$bin" = gpu_reproducible ] && export REDUCE_TEST_MAX_N=${GPU_REPRO_MAX_N:-34000}
     compute-sanitizer --tool "$tool" --error-exitcode 97 "$dir/$bin" --include-ignored --test-threads=1 \
         --exact "$@" >"$log" 2>&1
     local rc=$?

@@ -21,6 +21,15 @@
 //   select_if_f32               cub::DeviceSelect::If with predicate x > 0.5f
 //   select_flagged_f32          cub::DeviceSelect::Flagged, one flag byte per element set where x > 0.5f
 //                               (the flags are made on the device in setup, one set per input copy)
+//   topk_<dist>_k<k>            cub::DeviceTopK::MaxPairs (keys and uint32 indices), unordered and
+//                               non-deterministic (the one mode CCCL 3.6 implements; needs its headers, as
+//                               sum_f32_gpu_to_gpu), on <dist> = uniform, normal (N(0, 1)), bits (random bit
+//                               patterns), equal, distinct16 (the integers 0-15), ascending, descending, nan1
+//                               (uniform with 1 % NaN); checked to be k elements of the input, the greatest
+//   batched_topk_c<cols>_k<k>   cub::DeviceBatchedTopK::MaxPairs over the rows of an n / cols x cols N(0, 1)
+//                               matrix (k <= 1024 per row; needs CCCL >= 3.6 headers), in its closest mode to
+//                               this library's: gpu_to_gpu, ties to the smaller index, sorted; rows 0, 1 and
+//                               the last checked against a CPU sort
 //   memcpy_d2d                  cudaMemcpyAsync device -> device
 //   read_f32                    hand-written float4 grid-stride read+sum kernel (bandwidth ceiling)
 //   loop_<op>                   <op> (any of the above) in the loop a plain user writes: launched back to
@@ -61,7 +70,18 @@
 //     absmax: exact; sum_squares: 1e-5 * sum x^2 + 1e-6; welford: count exact, mean and variance 1e-9
 //     relative to a two-pass double reference).
 
+// DeviceBatchedTopK serves deterministic requests only on its sm_90+ cluster backend; without this, the
+// dispatch's policies for older architectures, instantiated too, fail to compile instead of returning
+// cudaErrorNotSupported there.
+#define CUB_DISABLE_TOPK_UNSUPPORTED_ARCH_ASSERT
 #include <cub/cub.cuh>
+#if __has_include(<cub/device/device_topk.cuh>)
+#  include <cub/device/device_topk.cuh>
+#  include <cuda/iterator>
+#endif
+#if __has_include(<cub/device/device_batched_topk.cuh>)
+#  include <cub/device/device_batched_topk.cuh>
+#endif
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -145,6 +165,14 @@ enum class Dist : int
   Skewed,   // ~90% in bin kHotBin of a 256-bin histogram over [0,1), rest uniform
   PlantMax, // uniform [0,1) plus a unique 2.0 at a random index
   PlantMin, // uniform [0,1) plus a unique -1.0 at a random index
+  // The top-k distributions (benches/topk.rs):
+  Normal,     // N(0, 1), Box-Muller on two hashes
+  Bits,       // random f32 bit patterns (NaN and infinities included)
+  Equal,      // every element 0.5
+  Distinct16, // the integers 0 … 15
+  Ascending,  // element i is i
+  Descending, // element i is n - i
+  Nan1,       // uniform [0,1) with 1 % NaN
 };
 
 template <class T>
@@ -214,6 +242,30 @@ __global__ void generate_kernel(T* buf, uint64_t n, uint64_t stride, uint64_t co
         if (i == plant_index(seed, n))
         {
           x = -1.0f;
+        }
+        break;
+      case Dist::Normal:
+        x = sqrtf(-2.0f * logf(1.0f - x)) * cospif(2.0f * unit_float(splitmix64(h ^ 0x5851F42D4C957F2Dull)));
+        break;
+      case Dist::Bits:
+        x = __uint_as_float(static_cast<uint32_t>(h >> 32));
+        break;
+      case Dist::Equal:
+        x = 0.5f;
+        break;
+      case Dist::Distinct16:
+        x = static_cast<float>(h >> 60);
+        break;
+      case Dist::Ascending:
+        x = static_cast<float>(i);
+        break;
+      case Dist::Descending:
+        x = static_cast<float>(n - i);
+        break;
+      case Dist::Nan1:
+        if (splitmix64(h) % 100 == 0)
+        {
+          x = __uint_as_float(0x7FC00000u);
         }
         break;
       default:
@@ -1039,6 +1091,236 @@ struct SelectFlaggedOp : SelectIfOp
   }
 };
 
+#if CCCL_VERSION >= 3006000
+// The order DeviceTopK's radix passes give f32 keys: the bits made order-preserving as unsigned (NaN with the
+// sign bit clear above +inf).
+inline uint32_t radix_key(float x)
+{
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// topk_<distribution>_k<k>: cub::DeviceTopK::MaxPairs (keys and their uint32 indices from a counting
+// iterator), in the one mode CCCL 3.6 implements: require(determinism::not_guaranteed,
+// output_ordering::unsorted). Checked in one pass: each returned index holds its key, no index twice, and the
+// k keys are the k greatest (every element above the least returned key was returned, and at least k are at
+// or above it).
+struct TopKOp : InputOp<float>
+{
+  Dist distribution;
+  uint32_t k;
+  DeviceArray<float> keys_out;
+  DeviceArray<uint32_t> index_out;
+  TopKOp(Dist d, uint32_t k_)
+      : distribution(d)
+      , k(k_)
+  {}
+  Dist dist() const override
+  {
+    return distribution;
+  }
+  void alloc_outputs(const Gpu&) override
+  {
+    keys_out.alloc(k);
+    index_out.alloc(k);
+  }
+  cudaError_t run(void* t, size_t& b, const float* d_in, cudaStream_t s) override
+  {
+    auto stream = ::cuda::stream_ref{s};
+    auto req    = ::cuda::execution::require(::cuda::execution::determinism::not_guaranteed,
+                                          ::cuda::execution::output_ordering::unsorted);
+    auto env    = ::cuda::std::execution::env<decltype(stream), decltype(req)>{stream, req};
+    return cub::DeviceTopK::MaxPairs(
+      t, b, d_in, keys_out.get(), ::cuda::counting_iterator<uint32_t>{0}, index_out.get(), static_cast<uint32_t>(n),
+      std::min<uint32_t>(k, static_cast<uint32_t>(n)), env);
+  }
+  bool check(int copy) override
+  {
+    const std::vector<float> x     = in.download(copy);
+    const uint32_t kk              = std::min<uint32_t>(k, static_cast<uint32_t>(n));
+    const std::vector<float> keys  = keys_out.download(0, kk);
+    const std::vector<uint32_t> ix = index_out.download(0, kk);
+    std::vector<bool> seen(n, false);
+    uint32_t least = 0xFFFFFFFFu;
+    for (uint32_t j = 0; j < kk; ++j)
+    {
+      if (ix[j] >= n || seen[ix[j]] || radix_key(x[ix[j]]) != radix_key(keys[j]))
+      {
+        std::fprintf(stderr, "topk: result %u (index %u) is not an element of the input\n", j, ix[j]);
+        return false;
+      }
+      seen[ix[j]] = true;
+      least       = std::min(least, radix_key(keys[j]));
+    }
+    uint64_t above = 0, at_or_above = 0, returned_above = 0;
+    for (uint32_t j = 0; j < kk; ++j)
+    {
+      returned_above += radix_key(keys[j]) > least;
+    }
+    for (uint64_t i = 0; i < n; ++i)
+    {
+      const uint32_t key = radix_key(x[i]);
+      above += key > least;
+      at_or_above += key >= least;
+    }
+    const bool ok = above == returned_above && at_or_above >= kk;
+    if (!ok)
+    {
+      std::fprintf(stderr, "topk: not the %u greatest (%llu above the least returned, %llu returned above it)\n", kk,
+                   static_cast<unsigned long long>(above), static_cast<unsigned long long>(returned_above));
+    }
+    return ok;
+  }
+};
+
+// Largest k of batched_topk_*: sorted output needs a static bound on k that fits shared memory (the library's per-row
+// limit too).
+constexpr uint32_t kBatchedTopKMaxK = 1024;
+
+// Row starts of a row-major matrix, for DeviceBatchedTopK's iterator of per-segment iterators.
+template <class P>
+struct RowStart
+{
+  P base;
+  uint64_t stride;
+  __host__ __device__ P operator()(int row) const
+  {
+    return base + uint64_t(row) * stride;
+  }
+};
+
+// batched_topk_c<cols>_k<k>: cub::DeviceBatchedTopK::MaxPairs over the rows of an n / cols × cols row-major
+// N(0, 1) matrix (keys and their uint32 column indices), k per row, in its closest mode to ours:
+// require(determinism::gpu_to_gpu, tie_break::prefer_smaller_index, output_ordering::sorted) (stable_sorted is not
+// implemented in CCCL 3.6). Rows 0, 1 and the last are checked against a CPU sort (greater first, then the smaller
+// index).
+struct BatchedTopKOp : InputOp<float>
+{
+  uint32_t cols;
+  uint32_t k;
+  DeviceArray<float> keys_out;
+  DeviceArray<uint32_t> index_out;
+  BatchedTopKOp(uint32_t c, uint32_t k_)
+      : cols(c)
+      , k(k_)
+  {}
+  Dist dist() const override
+  {
+    return Dist::Normal;
+  }
+  int rows() const
+  {
+    return static_cast<int>(n / cols);
+  }
+  void alloc_outputs(const Gpu&) override
+  {
+    keys_out.alloc(uint64_t(rows()) * k);
+    index_out.alloc(uint64_t(rows()) * k);
+  }
+  cudaError_t run(void* t, size_t& b, const float* d_in, cudaStream_t s) override
+  {
+    auto rows_in  = ::cuda::make_transform_iterator(::cuda::counting_iterator<int>{0}, RowStart<const float*>{d_in, cols});
+    auto keys     = ::cuda::make_transform_iterator(::cuda::counting_iterator<int>{0}, RowStart<float*>{keys_out.get(), k});
+    auto index_in = ::cuda::constant_iterator<::cuda::counting_iterator<uint32_t>>{::cuda::counting_iterator<uint32_t>{0}};
+    auto index    = ::cuda::make_transform_iterator(::cuda::counting_iterator<int>{0}, RowStart<uint32_t*>{index_out.get(), k});
+    auto stream   = ::cuda::stream_ref{s};
+    auto req      = ::cuda::execution::require(::cuda::execution::determinism::gpu_to_gpu,
+                                          ::cuda::execution::tie_break::prefer_smaller_index,
+                                          ::cuda::execution::output_ordering::sorted);
+    auto env      = ::cuda::std::execution::env<decltype(stream), decltype(req)>{stream, req};
+    return cub::DeviceBatchedTopK::MaxPairs(
+      t, b, rows_in, keys, index_in, index,
+      ::cuda::args::immediate{cols, ::cuda::args::bounds<uint32_t{1}, uint32_t{1} << 21>()},
+      ::cuda::args::immediate{k, ::cuda::args::bounds<uint32_t{1}, kBatchedTopKMaxK>()}, rows(), env);
+  }
+  bool check(int copy) override
+  {
+    const std::vector<float> x = in.download(copy);
+    const int last             = rows() - 1;
+    for (int row : {0, 1, last})
+    {
+      if (row < 0 || row > last)
+      {
+        continue;
+      }
+      const float* r = x.data() + uint64_t(row) * cols;
+      std::vector<uint32_t> want(cols);
+      for (uint32_t j = 0; j < cols; ++j)
+      {
+        want[j] = j;
+      }
+      const uint32_t kk = std::min(k, cols);
+      std::partial_sort(want.begin(), want.begin() + kk, want.end(), [&](uint32_t a, uint32_t b) {
+        return radix_key(r[a]) != radix_key(r[b]) ? radix_key(r[a]) > radix_key(r[b]) : a < b;
+      });
+      const std::vector<uint32_t> got = index_out.download(uint64_t(row) * k, kk);
+      const std::vector<float> got_keys = keys_out.download(uint64_t(row) * k, kk);
+      for (uint32_t j = 0; j < kk; ++j)
+      {
+        if (got[j] != want[j] || radix_key(got_keys[j]) != radix_key(r[want[j]]))
+        {
+          std::fprintf(stderr, "batched topk: row %d place %u: index %u, want %u\n", row, j, got[j], want[j]);
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+  double bytes_moved() const override
+  {
+    return double(n) * sizeof(float);
+  }
+};
+
+bool parse_n(const char* text, uint64_t& n);
+
+// "topk_<distribution>_k<k>" as an op, or nullptr.
+std::unique_ptr<Op> make_topk_op(const std::string& name)
+{
+  static const std::pair<const char*, Dist> distributions[] = {
+    {"uniform", Dist::Uniform},       {"normal", Dist::Normal},         {"bits", Dist::Bits},
+    {"equal", Dist::Equal},           {"distinct16", Dist::Distinct16}, {"ascending", Dist::Ascending},
+    {"descending", Dist::Descending}, {"nan1", Dist::Nan1}};
+  if (name.rfind("batched_topk_c", 0) == 0)
+  {
+    // batched_topk_c<cols>_k<k>
+    const size_t split = name.rfind("_k");
+    uint64_t cols = 0, k = 0;
+    if (split == std::string::npos || split <= 14 || !parse_n(name.substr(14, split - 14).c_str(), cols)
+        || !parse_n(name.c_str() + split + 2, k) || cols > (uint64_t(1) << 21) || k > cols
+        || k > kBatchedTopKMaxK)
+    {
+      return nullptr;
+    }
+    return std::make_unique<BatchedTopKOp>(static_cast<uint32_t>(cols), static_cast<uint32_t>(k));
+  }
+  if (name.rfind("topk_", 0) != 0)
+  {
+    return nullptr;
+  }
+  const size_t split = name.rfind("_k");
+  if (split == std::string::npos || split <= 5)
+  {
+    return nullptr;
+  }
+  const std::string dist = name.substr(5, split - 5);
+  uint64_t k             = 0;
+  if (!parse_n(name.c_str() + split + 2, k) || k > UINT32_MAX)
+  {
+    return nullptr;
+  }
+  for (const auto& d : distributions)
+  {
+    if (dist == d.first)
+    {
+      return std::make_unique<TopKOp>(d.second, static_cast<uint32_t>(k));
+    }
+  }
+  return nullptr;
+}
+#endif // CCCL_VERSION >= 3006000
+
 std::unique_ptr<Op> make_op(const std::string& name)
 {
   if (name == "sum_f32") return std::make_unique<ReduceF32Op>(ReduceKind::Sum);
@@ -1060,7 +1342,11 @@ std::unique_ptr<Op> make_op(const std::string& name)
   if (name == "select_flagged_f32") return std::make_unique<SelectFlaggedOp>();
   if (name == "memcpy_d2d") return std::make_unique<MemcpyOp>();
   if (name == "read_f32") return std::make_unique<ReadOp>();
+#if CCCL_VERSION >= 3006000
+  return make_topk_op(name);
+#else
   return nullptr;
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -212,6 +212,14 @@ pub unsafe fn sync_threads_or(p: bool) -> bool {
     any != 0
 }
 
+/// Suspends the calling thread for about `ns` nanoseconds (`nanosleep`, sm_70+; the hardware may wake it
+/// sooner or later, up to 1 ms): a spin-wait's pause, so that its polls leave L2 to the other blocks.
+#[inline(always)]
+pub fn nanosleep(ns: u32) {
+    // SAFETY: `nanosleep` has no architectural effect besides the delay.
+    unsafe { asm!("nanosleep.u32 {0};", in(reg32) ns, options(nostack)) };
+}
+
 /// Atomically adds `v` to `*p` at GPU scope and returns the old value (`atomicAdd` on `unsigned long long`).
 ///
 /// # Safety

@@ -13,6 +13,10 @@ use crate::arch;
 use crate::op::Plus;
 use crate::tile::Tile;
 
+/// Pause between two polls of a predecessor that has not published, in nanoseconds: about the time a
+/// store takes to reach L2, the order of the delays CUB's sm_90 tunings give their look-backs.
+const POLL_PAUSE_NS: u32 = 100;
+
 const AGGREGATE: u64 = 1 << 62;
 const INCLUSIVE: u64 = 2 << 62;
 const FLAGS: u64 = 3 << 62;
@@ -86,6 +90,9 @@ impl TileStates {
                 if !unsafe { warp.any(w & FLAGS == 0) } {
                     break w;
                 }
+                // A predecessor has not published yet: pause before polling again, so that the waiting
+                // warps' loads do not crowd L2, where the running tiles' reads and stores go.
+                arch::nanosleep(POLL_PAUSE_NS);
             };
             // SAFETY: converged (the same trip of the outer loop in every lane).
             let inclusive = unsafe { warp.ballot(word & FLAGS == INCLUSIVE) };

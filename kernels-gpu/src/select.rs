@@ -165,6 +165,28 @@ pub trait Selector<T>: Copy {
     /// # Safety
     /// `index` must be below the input length.
     unsafe fn keep(self, x: T, index: u64) -> bool;
+
+    /// Bit `i` set where the element at `first + i` (value `values[i]`) is kept, for a whole vector of
+    /// `lanes` elements: [`keep`](Self::keep) lane by lane, unless the selector reads its lanes faster
+    /// together.
+    ///
+    /// # Safety
+    /// `first + lanes` must be at most the input length; `lanes <= 16`.
+    #[inline(always)]
+    unsafe fn keep_vector(self, values: &[T; 16], first: u64, lanes: usize) -> u32
+    where
+        T: Copy,
+    {
+        let mut bits = 0;
+        // Unrolled in the source, so that `values` stays in registers.
+        unroll!(I in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+            // SAFETY: first + I < first + lanes <= the input length.
+            if I < lanes && unsafe { self.keep(values[I], first + I as u64) } {
+                bits |= 1 << I;
+            }
+        });
+        bits
+    }
 }
 
 /// Select by a [`Predicate`] on the value.
@@ -187,6 +209,48 @@ impl<T> Selector<T> for Flagged {
     unsafe fn keep(self, _: T, index: u64) -> bool {
         // SAFETY: the flags are as long as the input, and index is below its length.
         unsafe { self.0.add(index as usize).read() != 0 }
+    }
+
+    /// A vector's flags in words of up to 8 bytes where they are aligned to the word (one load for the 4
+    /// flags of an f32 vector, not 4), byte by byte where they are not.
+    #[inline(always)]
+    unsafe fn keep_vector(self, _: &[T; 16], first: u64, lanes: usize) -> u32 {
+        // SAFETY: first + lanes <= the input length, which the flags match.
+        let at = unsafe { self.0.add(first as usize) };
+        let word = if lanes < 8 { lanes } else { 8 };
+        let mut bits = 0u32;
+        let mut w = 0;
+        while w < lanes {
+            let v: u64 = if word >= 2 && (at as usize).is_multiple_of(word) {
+                // SAFETY: bytes w .. w + word of the vector's flags, aligned to `word` (tested), and the
+                // flags are unmodified during the kernel (the launch contract).
+                unsafe {
+                    match word {
+                        8 => arch::load_nc(at.add(w) as *const u64),
+                        4 => arch::load_nc(at.add(w) as *const u32) as u64,
+                        _ => arch::load_nc(at.add(w) as *const u16) as u64,
+                    }
+                }
+            } else {
+                let mut v = 0u64;
+                let mut i = 0;
+                while i < word {
+                    // SAFETY: byte w + i of the vector's flags.
+                    v |= (unsafe { at.add(w + i).read() } as u64) << (8 * i);
+                    i += 1;
+                }
+                v
+            };
+            let mut i = 0;
+            while i < word {
+                if (v >> (8 * i)) & 0xff != 0 {
+                    bits |= 1 << (w + i);
+                }
+                i += 1;
+            }
+            w += word;
+        }
+        bits
     }
 }
 
@@ -228,6 +292,22 @@ impl<T: Vectorize + Default> Chunk<T> {
             i += 1;
         }
         bits
+    }
+
+    /// [`keep`](Self::keep) of a chunk whose lanes are all inside the slice (from
+    /// [`Vectors::load_whole`]), by [`Selector::keep_vector`]: with `WHOLE` false, `keep` itself.
+    ///
+    /// # Safety
+    /// As [`keep`](Self::keep); with `WHOLE`, every lane valid.
+    #[inline(always)]
+    unsafe fn keep_as<S: Selector<T>, const WHOLE: bool>(&self, sel: S) -> u32 {
+        if WHOLE {
+            // SAFETY: every lane is inside the slice (the caller), so `first + LANES <= n`.
+            unsafe { sel.keep_vector(&self.values, self.first, T::LANES) }
+        } else {
+            // SAFETY: forwarded to the caller.
+            unsafe { self.keep(sel) }
+        }
     }
 
     /// Writes the lanes of `bits` to `out[at..]`, in lane order.
@@ -380,7 +460,7 @@ pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
         each_index!(K < V, {
             let q = q + K as u64 * threads;
             // SAFETY: `load` checks q; the caller calls this warp-uniformly.
-            unsafe { unordered_round::<T, S, 1>(|_| vectors.load(q), sel, out, count) }
+            unsafe { unordered_round::<T, S, 1, false>(|_| vectors.load(q), sel, out, count) }
         });
     }
     // Three phases, so the hot loop holds only whole rounds: warp 0's first round when the slice starts
@@ -394,7 +474,7 @@ pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
         let mine = first + lane;
         // SAFETY: the warp's whole round is inside the slice; the loop is warp-uniform.
         unsafe {
-            unordered_round::<T, S, V>(
+            unordered_round::<T, S, V, true>(
                 |k| vectors.load_whole(mine + k as u64 * threads),
                 sel,
                 out,
@@ -410,12 +490,18 @@ pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     }
 }
 
-/// One round of [`unordered`]: `load(k)` gives this lane's vector `k`.
+/// One round of [`unordered`]: `load(k)` gives this lane's vector `k`, wholly inside the slice with `WHOLE`.
 ///
 /// # Safety
-/// Called by the whole warp, converged; `load` safe to call for `k < V`; the rest as [`unordered`].
+/// Called by the whole warp, converged; `load` safe to call for `k < V`, and with `WHOLE` giving chunks
+/// whose lanes are all valid; the rest as [`unordered`].
 #[inline(always)]
-unsafe fn unordered_round<T: Vectorize + Default, S: Selector<T>, const V: usize>(
+unsafe fn unordered_round<
+    T: Vectorize + Default,
+    S: Selector<T>,
+    const V: usize,
+    const WHOLE: bool,
+>(
     load: impl Fn(usize) -> Chunk<T>,
     sel: S,
     out: *mut T,
@@ -431,7 +517,9 @@ unsafe fn unordered_round<T: Vectorize + Default, S: Selector<T>, const V: usize
     let lanes = T::LANES;
     let mut keep = [0u32; V];
     // SAFETY: valid lanes only.
-    each_index!(K < V, { keep[K] = unsafe { chunks[K].keep(sel) } });
+    each_index!(K < V, {
+        keep[K] = unsafe { chunks[K].keep_as::<S, WHOLE>(sel) }
+    });
     let kept = |s: usize| keep[s / lanes] & (1 << (s % lanes)) != 0;
     // The round's total first (so the reservation needs no per-slot state), then per slot a ballot ranks the
     // kept lanes and they store at once.
@@ -519,7 +607,7 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     // block-uniform, as `stable_tile` needs.
     if vectors.whole(tile_first, tile_first + per_round * V as u64) {
         unsafe {
-            stable_tile::<T, S, V>(
+            stable_tile::<T, S, V, true>(
                 |r| vectors.load_whole(load(r)),
                 sel,
                 out,
@@ -529,16 +617,20 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
             )
         }
     } else {
-        unsafe { stable_tile::<T, S, V>(|r| vectors.load(load(r)), sel, out, count, states, tile) }
+        unsafe {
+            stable_tile::<T, S, V, false>(|r| vectors.load(load(r)), sel, out, count, states, tile)
+        }
     }
 }
 
-/// The tile of [`stable`] numbered `tile`: `load(r)` gives this thread's vector of round `r`.
+/// The tile of [`stable`] numbered `tile`: `load(r)` gives this thread's vector of round `r`, wholly inside
+/// the slice with `WHOLE`.
 ///
 /// # Safety
-/// Called by every thread of the block; the rest as [`stable`].
+/// Called by every thread of the block; with `WHOLE`, `load` gives chunks whose lanes are all valid; the
+/// rest as [`stable`].
 #[inline(always)]
-unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize>(
+unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize, const WHOLE: bool>(
     load: impl Fn(usize) -> Chunk<T>,
     sel: S,
     out: *mut T,
@@ -555,7 +647,7 @@ unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     let mut r = 0;
     while r < V {
         // SAFETY: valid lanes only are tested.
-        keep[r] = unsafe { chunks[r].keep(sel) };
+        keep[r] = unsafe { chunks[r].keep_as::<S, WHOLE>(sel) };
         packed |= (keep[r].count_ones() as u64) << (16 * r);
         r += 1;
     }

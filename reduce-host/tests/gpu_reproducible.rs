@@ -334,6 +334,10 @@ fn segmented_bits_equal_the_cpu_algorithm<T: Repro>() {
         (5, 16, 16),
         (4, 17, 21),
         (3, 32, 32),
+        // Many short rows: tiles of 4 and 8 lanes over many warps, the last warp's partly past the end.
+        (3001, 4, 4),
+        (1003, 3, 5),
+        (777, 8, 9),
         (3, 33, 35),
         (33, 100, 101),
         (9, C, C),
@@ -397,14 +401,34 @@ fn segmented_bits_equal_the_cpu_algorithm<T: Repro>() {
     .into_iter()
     .map(|(b, e)| b.min(n)..e.min(n))
     .collect();
-    let begin: Vec<u64> = ranges.iter().map(|r| r.start as u64).collect();
-    let end: Vec<u64> = ranges.iter().map(|r| r.end as u64).collect();
-    let (begin, end) = (
-        DeviceBuffer::from_slice(&begin).unwrap(),
-        DeviceBuffer::from_slice(&end).unwrap(),
-    );
-    let mut out = DeviceBuffer::from_slice(&vec![T::Out::default(); ranges.len()]).unwrap();
-    seg.sum(&buf, Segments::offsets(&begin, &end), &mut out)
-        .unwrap();
-    check(&host, &ranges, &out, "offsets");
+    // The segments `ranges` as offsets, summed `calls` times on the same handle, each checked.
+    let mut offsets = |ranges: &[Range<usize>], calls: usize, case: &str| {
+        let begin: Vec<u64> = ranges.iter().map(|r| r.start as u64).collect();
+        let end: Vec<u64> = ranges.iter().map(|r| r.end as u64).collect();
+        let (begin, end) = (
+            DeviceBuffer::from_slice(&begin).unwrap(),
+            DeviceBuffer::from_slice(&end).unwrap(),
+        );
+        let mut out = DeviceBuffer::from_slice(&vec![T::Out::default(); ranges.len()]).unwrap();
+        for call in 0..calls {
+            seg.sum(&buf, Segments::offsets(&begin, &end), &mut out)
+                .unwrap();
+            check(&host, ranges, &out, &format!("{case}, call {call}"));
+        }
+    };
+    offsets(&ranges, 1, "offsets");
+    // Many offsets, more groups of segments than the grid's blocks take at once, a few past four chunks
+    // (the block's) that overlap the same elements; twice on the same handle.
+    let many: Vec<Range<usize>> = (0..20_000usize)
+        .map(|s| {
+            let b = s % 13;
+            let e = if s % 1999 == 7 {
+                b + 4 * C + 1 + s % 5
+            } else {
+                b + s % 37
+            };
+            b.min(n)..e.min(n)
+        })
+        .collect();
+    offsets(&many, 2, "many offsets");
 }

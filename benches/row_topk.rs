@@ -138,12 +138,8 @@ fn bench_type<T: Logit>(
                 .then(|| cub.run(&format!("batched_topk_c{cols}_k{k}"), &[n as u64]))
                 .and_then(|r| r.get(&(n as u64)).filter(|c| c.pass).map(|c| c.us));
             let reads = read.map_or("—".into(), |c| format!("{:.2}", us / c));
-            let against = |other: Option<f64>| {
-                other.map_or(("—".to_string(), "—".to_string()), |o| {
-                    (format!("{o:.1}"), format!("{:.1}", o / us))
-                })
-            };
-            let ((cc, c_ratio), (tt, ratio)) = (against(cub_us), against(t));
+            let ((cc, c_ratio), (tt, ratio)) =
+                (support::versus(cub_us, us, 1), support::versus(t, us, 1));
             let gbs = bytes(rows, cols) as f64 / us / 1e3;
             writeln!(
                 table,

@@ -157,16 +157,14 @@ fn run() -> Result<bool, BoxError> {
                 }
                 let torch = torch_by_distribution[d].get(&format!("{n}:{k}")).copied();
                 let reads = read.map_or("—".into(), |c| format!("{:.2}", us / c));
-                let against = |other: Option<f64>| {
-                    other.map_or(("—".to_string(), "—".to_string()), |o| {
-                        (format!("{o:.1}"), format!("{:.2}", o / us))
-                    })
-                };
                 let cub_us = cub_topk[d][j]
                     .get(&(n as u64))
                     .filter(|c| c.pass)
                     .map(|c| c.us);
-                let ((c, c_ratio), (t, ratio)) = (against(cub_us), against(torch));
+                let ((c, c_ratio), (t, ratio)) = (
+                    support::versus(cub_us, us, 2),
+                    support::versus(torch, us, 2),
+                );
                 writeln!(
                     table,
                     "| 2^{} | {dist} | {k} | {us:.1} | {reads} | {c} | {c_ratio} | {t} | {ratio} |",

@@ -1101,6 +1101,14 @@ inline uint32_t radix_key(float x)
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+// The env of a CUB call on stream `s` with the execution requirements `reqs` (cuda::execution::require(...)).
+template <class Requirements>
+auto stream_env(cudaStream_t s, Requirements reqs)
+{
+  auto stream = ::cuda::stream_ref{s};
+  return ::cuda::std::execution::env<decltype(stream), Requirements>{stream, reqs};
+}
+
 // topk_<distribution>_k<k>: cub::DeviceTopK::MaxPairs (keys and their uint32 indices from a counting
 // iterator), in the one mode CCCL 3.6 implements: require(determinism::not_guaranteed,
 // output_ordering::unsorted). Checked in one pass: each returned index holds its key, no index twice, and the
@@ -1127,10 +1135,8 @@ struct TopKOp : InputOp<float>
   }
   cudaError_t run(void* t, size_t& b, const float* d_in, cudaStream_t s) override
   {
-    auto stream = ::cuda::stream_ref{s};
-    auto req    = ::cuda::execution::require(::cuda::execution::determinism::not_guaranteed,
-                                          ::cuda::execution::output_ordering::unsorted);
-    auto env    = ::cuda::std::execution::env<decltype(stream), decltype(req)>{stream, req};
+    auto env = stream_env(s, ::cuda::execution::require(::cuda::execution::determinism::not_guaranteed,
+                                                        ::cuda::execution::output_ordering::unsorted));
     return cub::DeviceTopK::MaxPairs(
       t, b, d_in, keys_out.get(), ::cuda::counting_iterator<uint32_t>{0}, index_out.get(), static_cast<uint32_t>(n),
       std::min<uint32_t>(k, static_cast<uint32_t>(n)), env);
@@ -1190,6 +1196,13 @@ struct RowStart
   }
 };
 
+// Row r's start, base + r * stride, for every row r.
+template <class P>
+auto row_starts(P base, uint64_t stride)
+{
+  return ::cuda::make_transform_iterator(::cuda::counting_iterator<int>{0}, RowStart<P>{base, stride});
+}
+
 // batched_topk_c<cols>_k<k>: cub::DeviceBatchedTopK::MaxPairs over the rows of an n / cols × cols row-major
 // N(0, 1) matrix (keys and their uint32 column indices), k per row, in its closest mode to ours:
 // require(determinism::gpu_to_gpu, tie_break::prefer_smaller_index, output_ordering::sorted) (stable_sorted is not
@@ -1220,17 +1233,14 @@ struct BatchedTopKOp : InputOp<float>
   }
   cudaError_t run(void* t, size_t& b, const float* d_in, cudaStream_t s) override
   {
-    auto rows_in  = ::cuda::make_transform_iterator(::cuda::counting_iterator<int>{0}, RowStart<const float*>{d_in, cols});
-    auto keys     = ::cuda::make_transform_iterator(::cuda::counting_iterator<int>{0}, RowStart<float*>{keys_out.get(), k});
-    auto index_in = ::cuda::constant_iterator<::cuda::counting_iterator<uint32_t>>{::cuda::counting_iterator<uint32_t>{0}};
-    auto index    = ::cuda::make_transform_iterator(::cuda::counting_iterator<int>{0}, RowStart<uint32_t*>{index_out.get(), k});
-    auto stream   = ::cuda::stream_ref{s};
-    auto req      = ::cuda::execution::require(::cuda::execution::determinism::gpu_to_gpu,
-                                          ::cuda::execution::tie_break::prefer_smaller_index,
-                                          ::cuda::execution::output_ordering::sorted);
-    auto env      = ::cuda::std::execution::env<decltype(stream), decltype(req)>{stream, req};
+    // Every row's values are its column indices.
+    using Columns = ::cuda::counting_iterator<uint32_t>;
+    auto index_in = ::cuda::constant_iterator<Columns>{Columns{0}};
+    auto env      = stream_env(s, ::cuda::execution::require(::cuda::execution::determinism::gpu_to_gpu,
+                                                        ::cuda::execution::tie_break::prefer_smaller_index,
+                                                        ::cuda::execution::output_ordering::sorted));
     return cub::DeviceBatchedTopK::MaxPairs(
-      t, b, rows_in, keys, index_in, index,
+      t, b, row_starts(d_in, cols), row_starts(keys_out.get(), k), index_in, row_starts(index_out.get(), k),
       ::cuda::args::immediate{cols, ::cuda::args::bounds<uint32_t{1}, uint32_t{1} << 21>()},
       ::cuda::args::immediate{k, ::cuda::args::bounds<uint32_t{1}, kBatchedTopKMaxK>()}, rows(), env);
   }
@@ -1275,44 +1285,41 @@ struct BatchedTopKOp : InputOp<float>
 
 bool parse_n(const char* text, uint64_t& n);
 
-// "topk_<distribution>_k<k>" as an op, or nullptr.
+// Splits "<prefix><middle>_k<k>" into its middle and k; false when `name` is not of that form.
+bool split_k(const std::string& name, const std::string& prefix, std::string& middle, uint64_t& k)
+{
+  const size_t split = name.rfind("_k");
+  if (name.rfind(prefix, 0) != 0 || split == std::string::npos || split <= prefix.size()
+      || !parse_n(name.c_str() + split + 2, k))
+  {
+    return false;
+  }
+  middle = name.substr(prefix.size(), split - prefix.size());
+  return true;
+}
+
+// "topk_<distribution>_k<k>" or "batched_topk_c<cols>_k<k>" as an op, or nullptr.
 std::unique_ptr<Op> make_topk_op(const std::string& name)
 {
   static const std::pair<const char*, Dist> distributions[] = {
     {"uniform", Dist::Uniform},       {"normal", Dist::Normal},         {"bits", Dist::Bits},
     {"equal", Dist::Equal},           {"distinct16", Dist::Distinct16}, {"ascending", Dist::Ascending},
     {"descending", Dist::Descending}, {"nan1", Dist::Nan1}};
-  if (name.rfind("batched_topk_c", 0) == 0)
+  std::string middle;
+  uint64_t k = 0, cols = 0;
+  if (split_k(name, "batched_topk_c", middle, k))
   {
-    // batched_topk_c<cols>_k<k>
-    const size_t split = name.rfind("_k");
-    uint64_t cols = 0, k = 0;
-    if (split == std::string::npos || split <= 14 || !parse_n(name.substr(14, split - 14).c_str(), cols)
-        || !parse_n(name.c_str() + split + 2, k) || cols > (uint64_t(1) << 21) || k > cols
-        || k > kBatchedTopKMaxK)
-    {
-      return nullptr;
-    }
-    return std::make_unique<BatchedTopKOp>(static_cast<uint32_t>(cols), static_cast<uint32_t>(k));
+    const bool fits =
+      parse_n(middle.c_str(), cols) && cols <= (uint64_t(1) << 21) && k <= cols && k <= kBatchedTopKMaxK;
+    return fits ? std::make_unique<BatchedTopKOp>(static_cast<uint32_t>(cols), static_cast<uint32_t>(k)) : nullptr;
   }
-  if (name.rfind("topk_", 0) != 0)
-  {
-    return nullptr;
-  }
-  const size_t split = name.rfind("_k");
-  if (split == std::string::npos || split <= 5)
-  {
-    return nullptr;
-  }
-  const std::string dist = name.substr(5, split - 5);
-  uint64_t k             = 0;
-  if (!parse_n(name.c_str() + split + 2, k) || k > UINT32_MAX)
+  if (!split_k(name, "topk_", middle, k) || k > UINT32_MAX)
   {
     return nullptr;
   }
   for (const auto& d : distributions)
   {
-    if (dist == d.first)
+    if (middle == d.first)
     {
       return std::make_unique<TopKOp>(d.second, static_cast<uint32_t>(k));
     }

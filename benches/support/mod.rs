@@ -16,6 +16,14 @@ pub fn open_gpu() -> Result<Gpu, BoxError> {
     exit::open(Gpu::new())
 }
 
+/// A comparator's µs and its time over ours (`digits` decimals: > 1 means we are faster), or dashes where it
+/// has no result.
+pub fn versus(other: Option<f64>, ours: f64, digits: usize) -> (String, String) {
+    other.map_or(("—".into(), "—".into()), |o| {
+        (format!("{o:.1}"), format!("{:.digits$}", o / ours))
+    })
+}
+
 /// Prints a bench's markdown report and writes it to `name` in `$OUT` (if set) or `target/bench`.
 pub fn write_report(name: &str, report: &str) -> Result<(), BoxError> {
     print!("{report}");

@@ -1,7 +1,8 @@
 //! `cargo bench --bench toolbox`: the element-type and warp-toolbox numbers at n = 2^28 against CUB and
 //! PyTorch in the same run: f16/bf16 sums against the f32 sum, the 256-bin histogram on uniform and skewed
 //! f32, the u8 fast path, and stream compaction. Every result is checked against the CPU; a wrong one fails
-//! the bench. Writes `toolbox.md` to `$OUT` (if set) or `target/bench`.
+//! the bench. Writes `toolbox.md` to `$OUT` (if set) or `target/bench`. `TOOLBOX_SELECT_THREADS=256,384`
+//! adds compaction rows at those block sizes.
 #[allow(dead_code)] // each bench uses part of the harness
 mod support;
 
@@ -11,7 +12,9 @@ use std::process::ExitCode;
 use cust::memory::{DeviceBuffer, DeviceSlice};
 use cust::stream::Stream;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
-use reduce_host::{BF16, DeviceHistogram, DeviceReduce, DeviceSelect, F16, Gpu, GreaterThan, cpu};
+use reduce_host::{
+    BF16, DeviceHistogram, DeviceReduce, DeviceSelect, F16, Gpu, GreaterThan, Policy, cpu,
+};
 use support::cub::Cub;
 use support::timing;
 
@@ -197,80 +200,111 @@ fn run() -> Result<bool, BoxError> {
         });
     }
 
-    // Compaction: keep x > 0.5 (about half).
+    // Compaction: keep x > 0.5 (about half); flagged: flags set where x > 0.5, so the same elements, in
+    // input order, as CUB's `DeviceSelect::Flagged` gives them (its rate counts the flag bytes too).
     let mut select = DeviceSelect::with_gpu(&gpu)?;
     let mut out_f = DeviceBuffer::<f32>::zeroed(N)?;
     let mut count = DeviceBuffer::from_slice(&[0u64])?;
     let want = uniform.iter().filter(|&&x| x > 0.5).count() as u64;
-    for stable in [false, true] {
-        let got = if stable {
-            select.select_if_stable(&d_uniform, GreaterThan(0.5f32), &mut out_f)?
-        } else {
-            select.select_if(&d_uniform, GreaterThan(0.5f32), &mut out_f)?
+    let flags: Vec<u8> = uniform.iter().map(|&x| u8::from(x > 0.5)).collect();
+    let d_flags = DeviceBuffer::from_slice(&flags)?;
+    // One compaction at the handle's policy: checked (the number kept), then timed.
+    let mut compact = |select: &mut DeviceSelect, what: Compaction, failures: &mut Vec<String>| {
+        let got = match what {
+            Compaction::Stable => {
+                select.select_if_stable(&d_uniform, GreaterThan(0.5f32), &mut out_f)?
+            }
+            Compaction::Unordered => {
+                select.select_if(&d_uniform, GreaterThan(0.5f32), &mut out_f)?
+            }
+            Compaction::Flagged => select.select_flagged(&d_uniform, &d_flags, &mut out_f)?,
         };
         if got != want {
             failures.push(format!(
-                "select (stable {stable}): {got} selected, want {want}"
+                "{what:?} compaction at {} threads: {got} selected, want {want}",
+                select.policy().threads
             ));
         }
-        let us = time(&gpu, &stream, |s| {
+        time(&gpu, &stream, |s| {
             // SAFETY: buffers live until the timing synchronizes.
             unsafe {
-                if stable {
-                    select.select_if_stable_async(
+                match what {
+                    Compaction::Stable => select.select_if_stable_async(
                         &d_uniform,
                         GreaterThan(0.5f32),
                         &mut out_f,
                         &mut count,
                         s,
-                    )?
-                } else {
-                    select.select_if_async(
+                    )?,
+                    Compaction::Unordered => select.select_if_async(
                         &d_uniform,
                         GreaterThan(0.5f32),
                         &mut out_f,
                         &mut count,
                         s,
-                    )?
+                    )?,
+                    Compaction::Flagged => select
+                        .select_flagged_async(&d_uniform, &d_flags, &mut out_f, &mut count, s)?,
                 }
             }
             Ok(())
-        })?;
-        let what = if stable {
-            "select_if x > 0.5, stable"
-        } else {
-            "select_if x > 0.5, unordered"
-        };
+        })
+    };
+    for (what, name, cub_op) in [
+        (
+            Compaction::Unordered,
+            "select_if x > 0.5, unordered",
+            "select_if_f32",
+        ),
+        (
+            Compaction::Stable,
+            "select_if x > 0.5, stable",
+            "select_if_f32",
+        ),
+        (
+            Compaction::Flagged,
+            "select_flagged (flags: x > 0.5)",
+            "select_flagged_f32",
+        ),
+    ] {
+        let us = compact(&mut select, what, &mut failures)?;
         rows.push(Row {
-            what: what.into(),
+            what: name.into(),
             us,
-            bytes: N as f64 * 4.0,
-            cub_us: cub_us("select_if_f32"),
-            torch_us: torch_us("masked_select"),
+            bytes: N as f64 * what.bytes_per_element(),
+            cub_us: cub_us(cub_op),
+            torch_us: match what {
+                Compaction::Flagged => None,
+                _ => torch_us("masked_select"),
+            },
         });
     }
-
-    // Flagged compaction: flags set where x > 0.5, so the same elements as above, in input order, as CUB's
-    // `DeviceSelect::Flagged` gives them. The rate counts the flag bytes too.
-    let flags: Vec<u8> = uniform.iter().map(|&x| u8::from(x > 0.5)).collect();
-    let d_flags = DeviceBuffer::from_slice(&flags)?;
-    let got = select.select_flagged(&d_uniform, &d_flags, &mut out_f)?;
-    if got != want {
-        failures.push(format!("select_flagged: {got} selected, want {want}"));
-    }
-    let us = time(&gpu, &stream, |s| {
-        // SAFETY: buffers live until the timing synchronizes.
-        unsafe { select.select_flagged_async(&d_uniform, &d_flags, &mut out_f, &mut count, s)? };
-        Ok(())
-    })?;
-    rows.push(Row {
-        what: "select_flagged (flags: x > 0.5)".into(),
-        us,
-        bytes: N as f64 * 5.0,
-        cub_us: cub_us("select_flagged_f32"),
-        torch_us: None,
-    });
     let _: Option<&DeviceSlice<f32>> = None;
+
+    // Compaction at other block sizes (`TOOLBOX_SELECT_THREADS=256,384,…`, through the public
+    // `set_policy`), to choose the default: the stable kernels take one tile of `threads × 4` vectors a
+    // block, the unordered one strides. Same checks; CUB's times are the rows above.
+    if let Ok(list) = std::env::var("TOOLBOX_SELECT_THREADS") {
+        let default = select.policy();
+        for threads in list.split(',').filter_map(|t| t.trim().parse::<u32>().ok()) {
+            select.set_policy(Policy { threads, ..default })?;
+            for what in [
+                Compaction::Stable,
+                Compaction::Unordered,
+                Compaction::Flagged,
+            ] {
+                let us = compact(&mut select, what, &mut failures)?;
+                rows.push(Row {
+                    what: format!("select {what:?}, {threads} threads a block").to_lowercase(),
+                    us,
+                    bytes: N as f64 * what.bytes_per_element(),
+                    cub_us: None,
+                    torch_us: None,
+                });
+            }
+        }
+        select.set_policy(default)?;
+    }
 
     let mut md = format!(
         "GPU: {}, n = 2^28 per row; GB/s counts the input bytes read once\n\n",
@@ -313,4 +347,22 @@ fn run() -> Result<bool, BoxError> {
         println!("FAILED: {f}");
     }
     Ok(failures.is_empty())
+}
+
+/// The compactions the bench times.
+#[derive(Clone, Copy, Debug)]
+enum Compaction {
+    Stable,
+    Unordered,
+    Flagged,
+}
+
+impl Compaction {
+    /// Bytes read per input element: the f32, and the flag byte for `Flagged`.
+    fn bytes_per_element(self) -> f64 {
+        match self {
+            Compaction::Flagged => 5.0,
+            _ => 4.0,
+        }
+    }
 }

@@ -161,6 +161,14 @@ macro_rules! repro_kernels {
             }
 
             /// # Safety
+            /// See [`crate::reproducible::segments_rows`].
+            #[unsafe(export_name = kernel_name!(repro segment_rows $ty))]
+            pub unsafe extern "ptx-kernel" fn segment_rows(p: crate::reproducible::SegmentParams<E>) {
+                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
+                unsafe { crate::reproducible::segments_rows::<E>(p) }
+            }
+
+            /// # Safety
             /// See [`crate::reproducible::segments_block`].
             #[unsafe(export_name = kernel_name!(repro segment_block $ty))]
             pub unsafe extern "ptx-kernel" fn segment_block(p: crate::reproducible::SegmentParams<E>) {

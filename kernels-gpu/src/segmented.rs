@@ -259,14 +259,18 @@ where
     if !p.begin.is_null() || p.len < lanes as u64 || p.len >= 2 * lanes as u64 {
         return;
     }
-    let threads = arch::grid_threads();
-    let mut first = arch::global_thread_idx();
-    while first < p.count {
-        let row = |k: usize| first + k as u64 * threads;
-        // Rows past the last re-read the last one, so the loads need no branch; their results are dropped.
-        // SAFETY: the clamped row is below `count`, so it lies inside the input (launch contract).
-        let start =
-            |k: usize| unsafe { p.input.add((row(k).min(p.count - 1) * p.stride) as usize) };
+    // SAFETY: rows, each inside the input (the caller).
+    unsafe { row_trips(&p, LANE_ROWS, |trip| rows_trip::<Op>(&p, lanes, trip)) };
+}
+
+/// One trip of [`rows`]: the trip's [`LANE_ROWS`] rows.
+#[inline(always)]
+fn rows_trip<Op: DeviceOp>(p: &Params<Op>, lanes: usize, trip: Trip<Op::In>)
+where
+    Op::In: Vectorize,
+{
+    let (row, start) = (|k| trip.row(k), |k| trip.start(k));
+    {
         let load = |k: usize| {
             let at = start(k);
             // SAFETY: the row's first chunk lies inside it; an aligned row makes it 16-byte aligned.
@@ -304,7 +308,69 @@ where
                 unsafe { Op::write(p.out.add(row(K) as usize), acc[K]) };
             }
         });
-        first += LANE_ROWS * threads;
+    }
+}
+
+/// One trip of a thread-per-row kernel ([`row_trips`]): its rows `row(k) = first + k · T` (`T` the grid's
+/// threads, so a warp's rows are contiguous) and their first elements.
+pub(crate) struct Trip<T> {
+    first: u64,
+    threads: u64,
+    count: u64,
+    input: *const T,
+    stride: u64,
+}
+
+// Copy whatever `T` is: the trip holds a pointer to the elements, not one.
+impl<T> Clone for Trip<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Trip<T> {}
+
+impl<T> Trip<T> {
+    /// The trip's `k`-th row (at or past `count` for a trip that runs past the last row).
+    #[inline(always)]
+    pub fn row(self, k: usize) -> u64 {
+        self.first + k as u64 * self.threads
+    }
+
+    /// The first element of row `k`, or of the last row for rows past it: they re-read the last one, so the
+    /// loads need no branch, and their results are dropped.
+    #[inline(always)]
+    pub fn start(self, k: usize) -> *const T {
+        // SAFETY: the clamped row is below `count`, and `row_trips`, which alone builds a `Trip`, is called
+        // only for rows that each lie inside the input.
+        unsafe {
+            self.input
+                .add((self.row(k).min(self.count - 1) * self.stride) as usize)
+        }
+    }
+}
+
+/// Runs `trip` for each trip of `per_trip` rows of this thread: thread `t` of `T` takes rows `t + k · T`,
+/// `k < per_trip`, then moves on by `per_trip · T`, while its first row is below `p.count`.
+///
+/// # Safety
+/// `p` is rows (`begin` null), each inside the input (the host checks).
+#[inline(always)]
+pub(crate) unsafe fn row_trips<In, Acc, P>(
+    p: &SegmentedParams<In, Acc, P>,
+    per_trip: u64,
+    mut trip: impl FnMut(Trip<In>),
+) {
+    let threads = arch::grid_threads();
+    let mut first = arch::global_thread_idx();
+    while first < p.count {
+        trip(Trip {
+            first,
+            threads,
+            count: p.count,
+            input: p.input,
+            stride: p.stride,
+        });
+        first += per_trip * threads;
     }
 }
 

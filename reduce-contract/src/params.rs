@@ -120,6 +120,9 @@ pub struct SegmentedParams<In, Acc, Partial = Acc> {
     /// Where a kernel writes 1 when a segment's offsets are bad (`end < begin` or `end > n`); such a
     /// segment is reduced as empty, never read.
     pub error: *mut u32,
+    /// Offsets' reproducible sums (`repro_segment_block` with more than one segment a group): a counter,
+    /// zeroed before the launch, from which warps claim segments one at a time. Null elsewhere.
+    pub claims: *mut u64,
     /// `tile`: lanes per segment (a power of two, 1 … 32).
     pub width: u32,
     /// `block`/`combine`: blocks (and partials) per segment.

@@ -325,19 +325,25 @@ fn segmented_bits_equal_the_cpu_algorithm<T: Repro>() {
         }
     };
     let rows_cases = [
+        // A thread per row (rows of at most 8): empty rows, rows of 16-byte vectors where every row
+        // starts aligned (4 and 8 f32, 8 f16/bf16, 2, 4, 6 and 8 f64), element by element elsewhere.
         (4, 0, 2),
         (7, 1, 3),
-        // Tiles of 2, 4, 8, 16 and 32 lanes per row.
         (9, 2, 3),
         (10, 4, 4),
         (6, 7, 9),
+        (517, 2, 2),
+        (999, 6, 6),
+        (1025, 8, 8),
+        // Tiles of 16 and 32 lanes per row.
         (5, 16, 16),
         (4, 17, 21),
         (3, 32, 32),
-        // Many short rows: tiles of 4 and 8 lanes over many warps, the last warp's partly past the end.
+        // Many short rows: threads and tiles over many warps, the last trip partly past the end.
         (3001, 4, 4),
         (1003, 3, 5),
         (777, 8, 9),
+        (333, 12, 12),
         (3, 33, 35),
         (33, 100, 101),
         (9, C, C),
@@ -370,6 +376,21 @@ fn segmented_bits_equal_the_cpu_algorithm<T: Repro>() {
                 );
             }
             seg.set_reproducible_split(None);
+            if cols <= 8 && rows > 100 && which == 0 {
+                // Rows that start off 16-byte alignment: a thread loads them element by element.
+                for offset in [1, 2] {
+                    let padded = upload_at(&host, offset);
+                    let view = DeviceView::from(&padded).slice(offset..offset + n);
+                    seg.sum(view, Segments::rows(rows, cols, stride), &mut out)
+                        .unwrap();
+                    check(
+                        &host,
+                        &ranges,
+                        &out,
+                        &format!("rows {rows}x{cols}/{stride} at element offset {offset}"),
+                    );
+                }
+            }
             if stride == cols {
                 seg.sum(&buf, Segments::fixed(rows, cols), &mut out)
                     .unwrap();

@@ -8,7 +8,7 @@ use reduce_contract::layout::{
     LANE_ROWS, LOAD_BYTES, PIECE_CHUNKS, SEGMENTED_THREADS, SPLIT_ABOVE_CHUNKS,
 };
 use reduce_contract::params::SegmentedParams;
-use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES};
+use reduce_contract::reproducible::{CHUNK, COMBINE_SHARED_BYTES, THREAD_ROW};
 use reduce_contract::{Elem, FloatElem, Op};
 
 use super::reproducible::{PARTIAL_BYTES, chunk_grid};
@@ -190,6 +190,7 @@ impl Layout {
             begin,
             end,
             error,
+            claims: core::ptr::null_mut(),
             width: 32,
             pieces: 1,
             piece: u64::MAX,
@@ -236,9 +237,12 @@ impl From<PerSegment> for Kernels<'_> {
     }
 }
 
-/// Device temporaries: the partials of split segments (grown on demand) and the bad-offsets word.
+/// Device temporaries: the partials of split segments (grown on demand), the bad-offsets word and the
+/// reproducible sums' claim counter.
 pub(crate) struct Scratch {
     partials: DeviceBuffer<u8>,
+    /// Word 0: the bad-offsets word; words 2–3: the claim counter (a `u64`, 8-byte aligned). One buffer,
+    /// so that one memset clears both (see [`clear_error`]).
     error: DeviceBuffer<u32>,
     /// Page-locked landing place for the error word (see [`Pinned`]).
     staging: Pinned,
@@ -278,7 +282,7 @@ impl Scratch {
     pub fn new() -> Result<Self> {
         Ok(Scratch {
             partials: driver::zeroed(16)?,
-            error: driver::zeroed(1)?,
+            error: driver::zeroed(ERROR_WORDS)?,
             staging: Pinned::new(size_of::<u32>())?,
             last_use: LastUse::new()?,
             repro_split: None,
@@ -305,6 +309,13 @@ impl Scratch {
         self.error.as_device_ptr().as_raw() as *mut u32
     }
 
+    /// The counter from which the warps of offsets' reproducible sums claim segments; cleared with the
+    /// error word.
+    fn claim_counter(&self) -> *mut u64 {
+        // Words 2–3 of the buffer: in bounds (ERROR_WORDS), and 8-byte aligned as the allocation is.
+        self.error_word().wrapping_add(2) as *mut u64
+    }
+
     /// Reads the bad-offsets word after the work on `stream` (waits for it).
     pub fn read_error(&mut self, stream: StreamRef<'_>) -> Result<bool> {
         let word = self.error_word() as u64;
@@ -314,15 +325,19 @@ impl Scratch {
     }
 }
 
-/// Zeroes a scratch's bad-offsets word `word` on `stream`, ahead of kernels that may set it.
+/// Zeroes a scratch's bad-offsets word `word` and its claim counter on `stream`, ahead of kernels that
+/// may set or count them.
 ///
 /// # Safety
 /// `word` is [`Scratch::error_word`] of a live scratch, and nothing else uses it meanwhile (callers hold
 /// the scratch's `last_use` claim).
 unsafe fn clear_error(word: *mut u32, stream: StreamRef<'_>) -> Result<()> {
-    // SAFETY: the word is a live u32 (the caller), whose users the caller orders.
-    unsafe { driver::memset_zero(word as u64, size_of::<u32>(), stream) }
+    // SAFETY: the word starts a live buffer of ERROR_WORDS u32s (the caller), whose users the caller orders.
+    unsafe { driver::memset_zero(word as u64, ERROR_WORDS * size_of::<u32>(), stream) }
 }
+
+/// Words of [`Scratch`]'s error buffer: the bad-offsets word, padding, and the 64-bit claim counter.
+const ERROR_WORDS: usize = 4;
 
 /// Enqueues the per-segment reduction of `input` by `source`'s kernels (a built-in operator and element
 /// type, or a user's operator) into `out[0..count]`.
@@ -548,6 +563,8 @@ const _: () = assert!(
 /// `cpu::sum_reproducible` of its elements, so the choice changes only the speed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ReproPlan {
+    /// A thread per row of at most `THREAD_ROW` elements, `LANE_ROWS` rows a trip.
+    Rows,
     /// `width` lanes per segment: a warp (32) per segment of at most one chunk, or a tile of `width < 32`
     /// lanes per segment of at most `width` elements.
     Warp { width: u32 },
@@ -580,6 +597,7 @@ fn repro_plan(
         },
     );
     match rows_len {
+        Some(len) if len <= THREAD_ROW => ReproPlan::Rows,
         Some(len) if len <= 32 => ReproPlan::Warp {
             width: len.next_power_of_two() as u32,
         },
@@ -652,10 +670,10 @@ unsafe fn enqueue_reproducible<T, Out>(
         ))
     };
     let warps_per_block = REPRO_SEGMENT_THREADS as u64 / 32;
-    let error_word = scratch.error_word();
+    let (error_word, claim_counter) = (scratch.error_word(), scratch.claim_counter());
     // SAFETY (every launch): `input`, the offsets and `out` are valid (the caller); rows lie inside the
-    // input, and with the warp kernel are one chunk at most, and at most `width` elements for tiles (the
-    // plan); split rows' partials hold `count ·
+    // input, and with the warp kernel are one chunk at most, and at most `width` elements for tiles and
+    // `THREAD_ROW` for the rows kernel (the plan); split rows' partials hold `count ·
     // pieces` accumulators of 16 bytes (reserved above); the partials and the error word are serialised
     // across streams by `acquire`; the block and combine kernels get their COMBINE_SHARED_BYTES.
     scratch.last_use.claim(stream, || unsafe {
@@ -663,6 +681,15 @@ unsafe fn enqueue_reproducible<T, Out>(
             clear_error(error_word, stream)?;
         }
         match plan {
+            ReproPlan::Rows => {
+                let (k, s) = shape(
+                    ReproSegmentsPass::Rows,
+                    count.div_ceil(REPRO_SEGMENT_THREADS as u64 * LANE_ROWS),
+                    REPRO_SEGMENT_THREADS,
+                    0,
+                )?;
+                launch(gpu, k, s, stream, params)
+            }
             ReproPlan::Warp { width } => {
                 let (k, s) = shape(
                     ReproSegmentsPass::Warp,
@@ -679,8 +706,16 @@ unsafe fn enqueue_reproducible<T, Out>(
                     REPRO_SEGMENT_THREADS,
                     COMBINE_SHARED_BYTES,
                 )?;
+                // Offsets (more than one segment a group): warps claim their segments from the counter,
+                // zeroed with the error word above.
+                let claims = if group > 1 {
+                    claim_counter
+                } else {
+                    core::ptr::null_mut()
+                };
                 let params = SegmentedParams {
                     width: group,
+                    claims,
                     ..params
                 };
                 launch(gpu, k, s, stream, params)
@@ -863,22 +898,16 @@ mod tests {
     }
 
     #[test]
-    fn reproducible_rows_of_one_chunk_take_a_warp_few_long_rows_split() {
+    fn reproducible_short_rows_take_a_thread_rows_of_one_chunk_a_warp_few_long_rows_split() {
         use super::{ReproPlan, repro_plan};
         use reduce_contract::reproducible::CHUNK;
         let wave = 1056;
         let plan = |len, count| repro_plan(len, count, u64::MAX, wave, None);
         let warp = |width| ReproPlan::Warp { width };
-        for (len, width) in [
-            (0, 1),
-            (1, 1),
-            (2, 2),
-            (3, 4),
-            (4, 4),
-            (17, 32),
-            (32, 32),
-            (33, 32),
-        ] {
+        for len in [0, 1, 2, 3, 4, 8] {
+            assert_eq!(plan(Some(len), 1 << 22), ReproPlan::Rows, "len {len}");
+        }
+        for (len, width) in [(9, 16), (16, 16), (17, 32), (32, 32), (33, 32)] {
             assert_eq!(plan(Some(len), 1 << 22), warp(width), "len {len}");
         }
         assert_eq!(plan(Some(CHUNK), 1), warp(32));

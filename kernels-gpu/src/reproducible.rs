@@ -613,58 +613,56 @@ fn rows_trip<E: ReproElement, const MAX: usize, const TRIP: usize>(
 ) {
     let lanes = E::LANES;
     let (row, start) = (|k| trip.row(k), |k| trip.start(k));
-    {
-        let mut x = [[MaybeUninit::<E>::uninit(); MAX]; TRIP];
-        unroll!(K in [0, 1, 2, 3] {
-            if K < TRIP {
-                let at = start(K);
-                if vector {
-                    // At most MAX / lanes <= 4 vectors (lanes >= 2).
-                    unroll!(V in [0, 1, 2, 3] {
-                        if V * lanes < len {
-                            // SAFETY: the vector lies inside the row (len is whole vectors), and every
-                            // row starts 16-byte aligned (`vector`).
-                            let v = unsafe {
-                                arch::load_vec16(at.add(V * lanes) as *const Vec16<E::Array>)
-                            };
-                            each_index!(I < lanes, {
-                                if V * lanes + I < MAX {
-                                    x[K][V * lanes + I].write(E::lane(&v, I));
-                                }
-                            });
-                        }
-                    });
-                } else {
-                    each_index!(I < MAX, {
-                        if I < len {
-                            // SAFETY: I < len.
-                            x[K][I].write(unsafe { E::load(at.add(I)) });
-                        }
-                    });
-                }
-            }
-        });
-        unroll!(K in [0, 1, 2, 3] {
-            if K < TRIP {
-                let mut leaf = [E::Acc::ZERO; MAX];
+    let mut x = [[MaybeUninit::<E>::uninit(); MAX]; TRIP];
+    unroll!(K in [0, 1, 2, 3] {
+        if K < TRIP {
+            let at = start(K);
+            if vector {
+                // At most MAX / lanes <= 4 vectors (lanes >= 2).
+                unroll!(V in [0, 1, 2, 3] {
+                    if V * lanes < len {
+                        // SAFETY: the vector lies inside the row (len is whole vectors), and every
+                        // row starts 16-byte aligned (`vector`).
+                        let v = unsafe {
+                            arch::load_vec16(at.add(V * lanes) as *const Vec16<E::Array>)
+                        };
+                        each_index!(I < lanes, {
+                            if V * lanes + I < MAX {
+                                x[K][V * lanes + I].write(E::lane(&v, I));
+                            }
+                        });
+                    }
+                });
+            } else {
                 each_index!(I < MAX, {
                     if I < len {
-                        // SAFETY: written above for every I < len (by either path).
-                        leaf[I] = E::Acc::ZERO.add(unsafe { x[K][I].assume_init() }.widen());
+                        // SAFETY: I < len.
+                        x[K][I].write(unsafe { E::load(at.add(I)) });
                     }
                 });
-                unroll!(W in [4, 2, 1] {
-                    if W < width {
-                        each_index!(J < W, { leaf[J] = leaf[J].merge(leaf[J + W]); });
-                    }
-                });
-                if row(K) < p.count {
-                    // SAFETY: row(K) < count results.
-                    unsafe { p.out.add(row(K) as usize).write(E::finish(leaf[0])) };
-                }
             }
-        });
-    }
+        }
+    });
+    unroll!(K in [0, 1, 2, 3] {
+        if K < TRIP {
+            let mut leaf = [E::Acc::ZERO; MAX];
+            each_index!(I < MAX, {
+                if I < len {
+                    // SAFETY: written above for every I < len (by either path).
+                    leaf[I] = E::Acc::ZERO.add(unsafe { x[K][I].assume_init() }.widen());
+                }
+            });
+            unroll!(W in [4, 2, 1] {
+                if W < width {
+                    each_index!(J < W, { leaf[J] = leaf[J].merge(leaf[J + W]); });
+                }
+            });
+            if row(K) < p.count {
+                // SAFETY: row(K) < count results.
+                unsafe { p.out.add(row(K) as usize).write(E::finish(leaf[0])) };
+            }
+        }
+    });
 }
 
 /// Per-segment reproducible sums of any length (offsets, or rows longer than a chunk), `G = p.width`
@@ -672,8 +670,9 @@ fn rows_trip<E: ReproElement, const MAX: usize, const TRIP: usize>(
 /// warp `w < G` sums the group's segment `w` alone when it is one chunk at most, or [`WARP_CHUNKS`] when
 /// `G > 1` ([`warp_segment`]) — or, with a claim counter (`p.claims`, offsets), every warp first sums
 /// those segments in the order it claims them; then the whole block sums the longer segments (the
-/// group's, or with claims those of its batches of `blockDim` segments) one by one: warp `w` sums chunks `w, w + W, …` of the segment in order and merges each partial into combine
-/// slot `chunk mod COMBINE_LANES` in shared memory, so slot `v` merges partials `v, v + 1024, …` in order, all
+/// group's, or with claims those of its batches of `blockDim` segments) one by one: warp `w` sums chunks
+/// `w, w + W, …` of the segment in order and merges each partial into combine slot `chunk mod
+/// COMBINE_LANES` in shared memory, so slot `v` merges partials `v, v + 1024, …` in order, all
 /// in one warp, as step 3 has it; then [`combine_tree`].
 ///
 /// # Safety
@@ -736,6 +735,8 @@ pub unsafe fn segments_block<E: ReproElement>(p: SegmentParams<E>) {
             }
         }
     }
+    // A second `if` on purpose: one block for both passes compiles to another code layout, not the one
+    // measured below.
     if claimed {
         // Then the block's longer segments: thread `t` reads the length of segment `base + t`, all at
         // once, and the block passes over a batch none of whose segments is long. Read one after another

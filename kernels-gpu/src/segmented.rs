@@ -270,45 +270,43 @@ where
     Op::In: Vectorize,
 {
     let (row, start) = (|k| trip.row(k), |k| trip.start(k));
-    {
-        let load = |k: usize| {
-            let at = start(k);
-            // SAFETY: the row's first chunk lies inside it; an aligned row makes it 16-byte aligned.
-            unsafe {
-                if (at as u64).is_multiple_of(16) {
-                    arch::load_vec16(at as *const Vec16<<Op::In as Vectorize>::Array>)
-                } else {
-                    <Op::In as Vectorize>::gather(at)
-                }
+    let load = |k: usize| {
+        let at = start(k);
+        // SAFETY: the row's first chunk lies inside it; an aligned row makes it 16-byte aligned.
+        unsafe {
+            if (at as u64).is_multiple_of(16) {
+                arch::load_vec16(at as *const Vec16<<Op::In as Vectorize>::Array>)
+            } else {
+                <Op::In as Vectorize>::gather(at)
             }
-        };
-        // Unrolled in the source: a rolled loop over `x` would put it in local memory (long bodies: the
-        // argmax's fold, u8's 16 scalar loads a chunk).
-        const { assert!(LANE_ROWS == 4) };
-        let x = [load(0), load(1), load(2), load(3)];
-        // Every row's result before any store, so that no partial chunk's loads wait behind a store they
-        // might alias.
-        let mut acc = [Op::identity(); LANE_ROWS as usize];
-        unroll!(K in [0, 1, 2, 3] {
-            acc[K] = Op::fold_run(Op::identity(), lanes, |i| {
-                (<Op::In as Vectorize>::lane(&x[K], i), i as u64)
-            });
-            // The partial chunk, element by element as `fold_chunks` takes it.
-            let at = start(K);
-            let mut i = lanes as u64;
-            while i < p.len {
-                // SAFETY: i < len.
-                acc[K] = Op::combine(acc[K], Op::lift(unsafe { at.add(i as usize).read() }, i));
-                i += 1;
-            }
+        }
+    };
+    // Unrolled in the source: a rolled loop over `x` would put it in local memory (long bodies: the
+    // argmax's fold, u8's 16 scalar loads a chunk).
+    const { assert!(LANE_ROWS == 4) };
+    let x = [load(0), load(1), load(2), load(3)];
+    // Every row's result before any store, so that no partial chunk's loads wait behind a store they
+    // might alias.
+    let mut acc = [Op::identity(); LANE_ROWS as usize];
+    unroll!(K in [0, 1, 2, 3] {
+        acc[K] = Op::fold_run(Op::identity(), lanes, |i| {
+            (<Op::In as Vectorize>::lane(&x[K], i), i as u64)
         });
-        unroll!(K in [0, 1, 2, 3] {
-            if row(K) < p.count {
-                // SAFETY: row(K) < count results.
-                unsafe { Op::write(p.out.add(row(K) as usize), acc[K]) };
-            }
-        });
-    }
+        // The partial chunk, element by element as `fold_chunks` takes it.
+        let at = start(K);
+        let mut i = lanes as u64;
+        while i < p.len {
+            // SAFETY: i < len.
+            acc[K] = Op::combine(acc[K], Op::lift(unsafe { at.add(i as usize).read() }, i));
+            i += 1;
+        }
+    });
+    unroll!(K in [0, 1, 2, 3] {
+        if row(K) < p.count {
+            // SAFETY: row(K) < count results.
+            unsafe { Op::write(p.out.add(row(K) as usize), acc[K]) };
+        }
+    });
 }
 
 /// One trip of a thread-per-row kernel ([`row_trips`]): its rows `row(k) = first + k · T` (`T` the grid's

@@ -612,11 +612,10 @@ fn rows_trip<E: ReproElement, const MAX: usize, const TRIP: usize>(
     trip: Trip<E>,
 ) {
     let lanes = E::LANES;
-    let (row, start) = (|k| trip.row(k), |k| trip.start(k));
     let mut x = [[MaybeUninit::<E>::uninit(); MAX]; TRIP];
     unroll!(K in [0, 1, 2, 3] {
         if K < TRIP {
-            let at = start(K);
+            let at = trip.start(K);
             if vector {
                 // At most MAX / lanes <= 4 vectors (lanes >= 2).
                 unroll!(V in [0, 1, 2, 3] {
@@ -657,9 +656,9 @@ fn rows_trip<E: ReproElement, const MAX: usize, const TRIP: usize>(
                     each_index!(J < W, { leaf[J] = leaf[J].merge(leaf[J + W]); });
                 }
             });
-            if row(K) < p.count {
-                // SAFETY: row(K) < count results.
-                unsafe { p.out.add(row(K) as usize).write(E::finish(leaf[0])) };
+            if trip.row(K) < p.count {
+                // SAFETY: the row is below count: a result.
+                unsafe { p.out.add(trip.row(K) as usize).write(E::finish(leaf[0])) };
             }
         }
     });

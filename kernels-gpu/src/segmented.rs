@@ -269,9 +269,8 @@ fn rows_trip<Op: DeviceOp>(p: &Params<Op>, lanes: usize, trip: Trip<Op::In>)
 where
     Op::In: Vectorize,
 {
-    let (row, start) = (|k| trip.row(k), |k| trip.start(k));
     let load = |k: usize| {
-        let at = start(k);
+        let at = trip.start(k);
         // SAFETY: the row's first chunk lies inside it; an aligned row makes it 16-byte aligned.
         unsafe {
             if (at as u64).is_multiple_of(16) {
@@ -293,7 +292,7 @@ where
             (<Op::In as Vectorize>::lane(&x[K], i), i as u64)
         });
         // The partial chunk, element by element as `fold_chunks` takes it.
-        let at = start(K);
+        let at = trip.start(K);
         let mut i = lanes as u64;
         while i < p.len {
             // SAFETY: i < len.
@@ -302,9 +301,9 @@ where
         }
     });
     unroll!(K in [0, 1, 2, 3] {
-        if row(K) < p.count {
-            // SAFETY: row(K) < count results.
-            unsafe { Op::write(p.out.add(row(K) as usize), acc[K]) };
+        if trip.row(K) < p.count {
+            // SAFETY: the row is below count: a result.
+            unsafe { Op::write(p.out.add(trip.row(K) as usize), acc[K]) };
         }
     });
 }

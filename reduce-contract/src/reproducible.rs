@@ -30,7 +30,7 @@ pub const CHUNK_ROUNDS: usize = CHUNK as usize / CHUNK_LANES;
 pub const COMBINE_LANES: usize = 1024;
 
 /// Longest rows that the per-segment sum gives a thread each (reduce-host's plan; the kernel's
-/// `segments_thread`): a row of 8 f32 is 32 bytes, two 16-byte loads.
+/// `segments_rows`): a row of 8 f32 is 32 bytes, two 16-byte loads.
 pub const THREAD_ROW: u64 = 8;
 
 /// Dynamic shared memory of the combine kernel: one accumulator slot (at most 16 bytes) per virtual lane.

@@ -182,9 +182,9 @@ keys! {
         SplitChunks = "segment_chunks",
         /// Rows split into chunks, second pass: a block per row combines its `pieces` partials.
         SplitCombine = "segment_combine",
-        /// Rows of at most [`crate::reproducible::THREAD_ROW`] elements: a thread per row,
-        /// [`crate::layout::LANE_ROWS`] rows a trip. A kernel of its own, so that its registers (every
-        /// row's loads in flight) do not lower the occupancy of `Warp`, whose one-chunk rows need every warp.
+        /// Rows of at most [`crate::reproducible::THREAD_ROW`] elements: a thread per row, four rows of up
+        /// to 4 elements a trip or two of up to 8. A kernel of its own, so that its registers (every row's
+        /// loads in flight) do not lower the occupancy of `Warp`, whose one-chunk rows need every warp.
         Rows = "segment_rows",
     }
 

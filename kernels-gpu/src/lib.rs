@@ -28,8 +28,9 @@
 //! | [`tile_tests`] | one-primitive kernels for the host's tile tests |
 //! | [`entry`] | the exported kernels: thin monomorphised instances of the bodies above |
 //!
-//! Every kernel assumes `blockDim.x` is a multiple of 32 and at most 1024, `blockDim.y = blockDim.z = 1`,
-//! and at least [`SMEM_BYTES`] bytes of dynamic shared memory; the host crate guarantees all three.
+//! Every kernel assumes `blockDim.x` is a multiple of 32 and at most 1024 and `blockDim.y = blockDim.z = 1`,
+//! and every kernel that uses dynamic shared memory at least [`SMEM_BYTES`] bytes of it (or what its family
+//! states); the host crate guarantees these.
 #![no_std]
 #![feature(
     float_minimum_maximum,
@@ -77,7 +78,8 @@ pub mod util;
 pub mod warp;
 
 /// Dynamic shared memory every reduction kernel needs: 32 warp slots of the largest accumulator (16 bytes)
-/// plus room for a block-wide flag. The host launches every kernel with at least this much.
+/// plus room for a block-wide flag. The host launches every kernel that uses dynamic shared memory with at
+/// least this much (kernels that use none, as some reproducible ones, may get none).
 pub use reduce_contract::layout::SMEM_BYTES;
 
 /// The operator a user brings, from the contract shared with the host.

@@ -13,9 +13,10 @@
 //! | [`topk`] | top-k's order-preserving keys, its composite-key rule and the state its passes share |
 //! | [`reproducible`] | the reproducible sum's fixed partition and accumulator arithmetic, run by both sides |
 //!
-//! Names are built in one place, by [`kernel_name!`]: the device uses it in `export_name`, and the module
-//! tables here use it for the names the host loads. The lists of kernels ([`reduce_pairs!`] and the
-//! others) are also written once: the device generates its entries from them and this crate its tables.
+//! Names are spelled by one rule: the device names its entries with [`kernel_name!`] in `export_name`, and
+//! the module tables here derive the names the host loads from the same words ([`kernels::name::Name`]).
+//! The lists of kernels ([`reduce_pairs!`] and the others) are written once, and the device generates its
+//! entries from them.
 //! The host's build script splits the compiled PTX by [`Module::all`] and refuses a build in which an
 //! entry is in no module, or a module's kernel is missing.
 #![no_std]

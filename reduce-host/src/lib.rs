@@ -24,7 +24,9 @@
 //! addresses) goes through their `unsafe` constructors.
 //!
 //! # Element types
-//! f32, f64, [`F16`], [`BF16`], i32, u32, i64, u64 and u8, for every operation. Sums of f16/bf16 return f32,
+//! f32, f64, [`F16`], [`BF16`], i32, u32, i64, u64 and u8 for the reductions (device-wide and per segment),
+//! compaction and top-k; histograms take f32, F16 and BF16 samples (and bytes), the statistics and
+//! `softmax_stats` the float types they name. Sums of f16/bf16 return f32,
 //! of signed integers i64 and of unsigned ones u64, wrapping on overflow (see [`SumElement`]); max, min,
 //! argmax and argmin return the element type.
 //!

@@ -24,13 +24,19 @@ use crate::tuning::REPRO_COMBINE_THREADS;
 /// Segments up to this many 16-byte chunks get a group of lanes narrower than a warp (two chunks a lane).
 const TILE_CHUNKS: u64 = 64;
 
-/// Offset segments whose mean length is over this many chunks take a block each for sums. Lengths that
-/// vary leave a warp per segment finishing unevenly, and the sum's block tree costs less than that; the
-/// other operators' costs more. Measured on the H200 at 16384 segments of U(0, 10^4) f32 (mean 1250
-/// chunks), warp / block per segment: sum 86.4 / 80.1 µs, argmax 102.1 / 126.0, softmax statistics
-/// 102.7 / 113.9 (docs/PERFORMANCE.md). Rows of 1024 f32 (256 chunks) reach 94 % of the read ceiling
-/// with a warp each, so the threshold stays above them.
+/// Offset segments whose mean length is over this many chunks take a block each for sums and for the
+/// operators whose bits no tree changes ([`tree_free`]). Lengths that vary leave a warp per segment
+/// finishing unevenly, and a cheap block tree costs less than that. Measured on the H200 at 16384 segments
+/// of U(0, 10^4) f32 (mean 1250 chunks), warp / block per segment: sum 86.4 / 80.1 µs, softmax statistics
+/// 102.7 / 113.9 (whose tree is fixed at 256 threads, so it keeps the warp); argmax, once its warp
+/// exchange was one `redux.sync`, 93.3 / 86.8 at [`OFFSETS_EXACT_THREADS`] (99.4 at 256, 143.3 at 512)
+/// (docs/PERFORMANCE.md). Rows of 1024 f32 (256 chunks) reach 94 % of the read ceiling with a warp each,
+/// so the threshold stays above them.
 const BLOCK_SUM_CHUNKS: u64 = 512;
+
+/// Threads of the block kernel for offset segments of the [`tree_free`] operators: small blocks, so that an
+/// SM holds many segments at once and a long one holds back few threads (see [`BLOCK_SUM_CHUNKS`]).
+const OFFSETS_EXACT_THREADS: u32 = 128;
 
 /// Segments up to this many chunks get one warp; longer ones a block.
 const WARP_CHUNKS: u64 = 2048;
@@ -120,11 +126,12 @@ impl Plan {
     }
 
     /// The plan for offset-delimited segments, read on the device only: that of their mean length `n /
-    /// count` (an upper bound when they tile the input), a block at most (split needs one length). Sums
-    /// of a mean over [`BLOCK_SUM_CHUNKS`] take a block per segment where the others take a warp.
-    pub fn for_offsets(n: u64, count: u64, elem_size: usize, sum: bool) -> Plan {
+    /// count` (an upper bound when they tile the input), a block at most (split needs one length).
+    /// Operators with a cheap block tree (`cheap_tree`: sums and the [`tree_free`] ones) take a block per
+    /// segment from a mean of [`BLOCK_SUM_CHUNKS`] where the others take a warp.
+    pub fn for_offsets(n: u64, count: u64, elem_size: usize, cheap_tree: bool) -> Plan {
         let mean = n / count.max(1);
-        if sum && mean.div_ceil(LOAD_BYTES / elem_size as u64) > BLOCK_SUM_CHUNKS {
+        if cheap_tree && mean.div_ceil(LOAD_BYTES / elem_size as u64) > BLOCK_SUM_CHUNKS {
             return Plan::Block;
         }
         match Plan::for_len(mean, elem_size) {
@@ -376,7 +383,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     let plan = match layout.rows_len() {
         Some(len) if scratch.overrides.rows_kernel == Some(false) => Plan::for_len(len, size)?,
         Some(len) => Plan::for_rows(len, size)?,
-        None => Plan::for_offsets(plan_len, plan_count, size, sum),
+        None => Plan::for_offsets(plan_len, plan_count, size, sum || tree_free(source)),
     };
     let plan = match (source, plan) {
         (Source::User(_), Plan::Tile { width: 32 }) => Plan::Tile {
@@ -409,13 +416,16 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     let offsets = layout.rows_len().is_none();
     let smem = source.shared_bytes();
     // Sums (and the softmax statistics) run SEGMENTED_THREADS threads a block: their block tree must not
-    // depend on the device. Operators whose result has the same bits with any tree take the block size that
-    // wastes the least of the last wave (`tree_free`).
+    // depend on the device. Operators whose result has the same bits with any tree (`tree_free`) take
+    // OFFSETS_EXACT_THREADS for offsets, and for rows the block size that wastes the least of the last wave.
     let block_threads = match plan {
         Plan::Block | Plan::Split { .. } if tree_free(source) => {
             if let Some(t) = scratch.overrides.block_threads {
                 function_for(gpu, source, SegmentedPass::Block, t)?;
                 t
+            } else if layout.rows_len().is_none() {
+                // Offsets: lengths vary, so no wave fits them.
+                OFFSETS_EXACT_THREADS
             } else {
                 let blocks = match plan {
                     Plan::Split { pieces } => count * pieces as u64,
@@ -876,16 +886,19 @@ mod tests {
 
     #[test]
     fn offsets_plan_by_the_mean_length_and_never_split() {
-        for sum in [false, true] {
-            assert_eq!(Plan::for_offsets(0, 0, 4, sum), Plan::Tile { width: 1 });
-            assert_eq!(Plan::for_offsets(1 << 28, 1, 4, sum), Plan::Block);
+        for cheap_tree in [false, true] {
             assert_eq!(
-                Plan::for_offsets(1 << 20, 1 << 20, 4, sum),
+                Plan::for_offsets(0, 0, 4, cheap_tree),
                 Plan::Tile { width: 1 }
             );
-            // 512 chunks of f32 take a warp either way; sums of more take a block.
+            assert_eq!(Plan::for_offsets(1 << 28, 1, 4, cheap_tree), Plan::Block);
             assert_eq!(
-                Plan::for_offsets(2048 * 1000, 1000, 4, sum),
+                Plan::for_offsets(1 << 20, 1 << 20, 4, cheap_tree),
+                Plan::Tile { width: 1 }
+            );
+            // 512 chunks of f32 take a warp either way; cheap trees of more take a block.
+            assert_eq!(
+                Plan::for_offsets(2048 * 1000, 1000, 4, cheap_tree),
                 Plan::Tile { width: 32 }
             );
         }

@@ -567,11 +567,14 @@ mod tests {
                 stats(c, &h, Ok(local)).unwrap()
             });
             let want = lift_all(&xs, 0);
+            // Merging in another order moves the mean by rounding errors of the elements' size, not the
+            // mean's: finite f32s up to 3e38 that nearly cancel leave a small mean (a saved case).
+            let largest = xs.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+            let mean_tolerance = 16.0 * f64::EPSILON * xs.len().max(1) as f64 * largest;
             for g in got {
                 prop_assert_eq!(g.extrema, want.extrema);
                 prop_assert_eq!(g.moments.n, want.moments.n);
-                let scale = want.moments.mean.abs().max(1.0);
-                prop_assert!((g.moments.mean - want.moments.mean).abs() <= 1e-12 * scale);
+                prop_assert!((g.moments.mean - want.moments.mean).abs() <= mean_tolerance);
                 prop_assert!((g.moments.m2 - want.moments.m2).abs() <= 1e-9 * want.moments.m2.abs().max(1.0));
             }
         }

@@ -29,7 +29,7 @@ const TILE_CHUNKS: u64 = 64;
 /// finishing unevenly, and a cheap block tree costs less than that. Measured on the H200 at 16384 segments
 /// of U(0, 10^4) f32 (mean 1250 chunks), warp / block per segment: sum 86.4 / 80.1 µs, softmax statistics
 /// 102.7 / 113.9 (whose tree is fixed at 256 threads, so it keeps the warp); argmax, once its warp
-/// exchange was one `redux.sync`, 93.3 / 86.8 at [`OFFSETS_EXACT_THREADS`] (99.4 at 256, 143.3 at 512)
+/// exchange was one `redux.sync`, 93.3 / 86.8 at [`OFFSETS_EXACT_THREADS`] (99.5 at 256, 143.3 at 512)
 /// (docs/PERFORMANCE.md). Rows of 1024 f32 (256 chunks) reach 94 % of the read ceiling with a warp each,
 /// so the threshold stays above them.
 const BLOCK_SUM_CHUNKS: u64 = 512;

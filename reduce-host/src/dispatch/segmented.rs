@@ -423,7 +423,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             if let Some(t) = scratch.overrides.block_threads {
                 function_for(gpu, source, SegmentedPass::Block, t)?;
                 t
-            } else if layout.rows_len().is_none() {
+            } else if offsets {
                 // Offsets: lengths vary, so no wave fits them.
                 OFFSETS_EXACT_THREADS
             } else {

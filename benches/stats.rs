@@ -5,16 +5,19 @@
 //! that `stats` replaces) and CUB's functor reductions where CUB can express them (`TransformReduce` of a
 //! Welford struct, of a square, of an absolute value). Then per row of 4096 × 65536, 4096 × 4096,
 //! 16384 × 8192 and 65536 × 1024 matrices, bf16 and f32: `row_var_mean` (LayerNorm), `row_squares`
-//! (RMSNorm) and `row_logsumexp`, beside the built-in per-row sum, the read ceiling and torch's
-//! `var_mean(dim=1)`, `mean(x * x, dim=1)` and `logsumexp(dim=1)`.
+//! (RMSNorm), `row_stats` (the whole summary) and `row_logsumexp`, beside the built-in per-row sum, the
+//! read ceiling and torch's `var_mean(dim=1)`, `mean(x * x, dim=1)` and `logsumexp(dim=1)`.
 //!
 //! Calls are the `*_async` forms (`statistic_async`) into device memory; median device µs with events around
 //! each call and a spin kernel ahead (the harness of the other benches). Every result of ours is checked on
 //! the timed input against an f64 CPU reference; a wrong one fails the bench. Writes `stats.md` to `$OUT` (if
 //! set) or `target/bench`. Without a GPU it says so on one line and exits 0.
 //!
-//! Flags: `--sizes a,b,…` replaces the device-wide size (2^28); `--rows RxC,…` the per-row shapes;
-//! `--user-width W` gives the statistics W lanes per row where the plan gives a warp (8, 16 or 32).
+//! Flags: `--sizes a,b,…` replaces the device-wide size (2^28), `--rows RxC,…` the per-row shapes (`none`
+//! for either: no such tables); `--user-width W` gives the statistics W lanes per row where the plan gives
+//! a warp (8, 16 or 32); `--threads T` forces the device-wide kernels' block size
+//! (`DeviceReduce::set_policy`) and `--tile-threads T` the per-row tile kernels', where the defaults may be
+//! fitted to each kernel's registers.
 #[allow(dead_code)] // each bench uses part of the harness
 mod support;
 
@@ -108,6 +111,42 @@ impl Bench {
             self.failures.push(what());
         }
     }
+}
+
+/// The built-in argmax of 16-bit input, checked against the first index of the greatest element: a heavy
+/// kernel in registers (so its block size is fitted to them), timed beside the statistics.
+fn builtin_argmax<T>(
+    bench: &mut Bench,
+    input: DeviceView<'_, T>,
+    wide: &[f64],
+    (name, to_f64): (&str, fn(T) -> f64),
+) -> Result<Row, BoxError>
+where
+    T: reduce_host::OrdElement + Default + DeviceCopy,
+{
+    let mut out = DeviceBuffer::from_slice(&[reduce_host::Indexed::<T>::default()])?;
+    let (reduce, stream) = (&mut bench.reduce, &bench.stream);
+    let us = timing::time_us(&bench.gpu, stream, input.len() as u64, 1, &mut |_, s| {
+        // SAFETY: `input` and `out` live until the timing function has synchronized.
+        unsafe { reduce.argmax_async(input, &mut out, s)? };
+        Ok(())
+    })?;
+    let mut got = [reduce_host::Indexed::<T>::default()];
+    out.copy_to(&mut got[..])?;
+    let want = wide
+        .iter()
+        .enumerate()
+        .fold((f64::NEG_INFINITY, u64::MAX), |(m, i), (j, &x)| {
+            if x > m { (x, j as u64) } else { (m, i) }
+        });
+    let got = (to_f64(got[0].value), got[0].index);
+    bench.check(got == want, || format!("argmax: {got:?} vs {want:?}"));
+    Ok(Row {
+        label: format!("built-in argmax {name}"),
+        us,
+        theirs: None,
+        cub_us: None,
+    })
 }
 
 /// The f64 references of one input.
@@ -327,6 +366,7 @@ fn run() -> Result<bool, BoxError> {
             .and_then(|i| args.get(i + 1).cloned())
     };
     let sizes: Vec<usize> = match flag("--sizes") {
+        Some(none) if none == "none" => Vec::new(),
         Some(list) => list
             .split(',')
             .map(|s| s.parse())
@@ -334,6 +374,7 @@ fn run() -> Result<bool, BoxError> {
         None => vec![SIZE],
     };
     let shapes: Vec<(usize, usize)> = match flag("--rows") {
+        Some(none) if none == "none" => Vec::new(),
         Some(list) => list
             .split(',')
             .map(|shape| -> Result<(usize, usize), BoxError> {
@@ -358,13 +399,24 @@ fn run() -> Result<bool, BoxError> {
         gpu,
         failures: Vec::new(),
     };
+    if let Some(t) = flag("--threads") {
+        // A forced block size for the device-wide kernels (launched as it is, not fitted to registers).
+        let policy = reduce_host::Policy {
+            threads: t.parse()?,
+            ..bench.reduce.policy()
+        };
+        bench.reduce.set_policy(policy)?;
+    }
+    let mut plan = reduce_host::PlanOverrides::default();
     if let Some(w) = flag("--user-width") {
         // Lanes per row for the statistics where the plan gives a warp per row: to compare tile widths.
-        bench.seg.set_plan_overrides(reduce_host::PlanOverrides {
-            user_width: Some(w.parse()?),
-            ..Default::default()
-        })?;
+        plan.user_width = Some(w.parse()?);
     }
+    if let Some(t) = flag("--tile-threads") {
+        // Threads per block of the per-row tile kernels, instead of the size fitted to their registers.
+        plan.tile_threads = Some(t.parse()?);
+    }
+    bench.seg.set_plan_overrides(plan)?;
     let mut md = format!(
         "### Statistics in one read against the read ceiling, torch and CUB\n\nGPU: {} (sm_{}, {} SMs). Median \
          device µs of one `*_async` call; % of read ceiling: the bare float4 read kernel's time on the same bytes \
@@ -483,6 +535,13 @@ fn run() -> Result<bool, BoxError> {
         {
             let input = DeviceBuffer::from_slice(&bf)?;
             let wide: Vec<f64> = bf.iter().map(|x| x.to_f32() as f64).collect();
+            let bf16 = |x: BF16| x.to_f32() as f64;
+            rows16.push(builtin_argmax(
+                &mut bench,
+                DeviceView::from(&input),
+                &wide,
+                ("bf16", bf16),
+            )?);
             rows16.extend(device_wide(
                 &mut bench,
                 DeviceView::from(&input),
@@ -618,6 +677,22 @@ fn per_row_table<T: StatElement + SumElement<Acc = f32> + DeviceCopy>(
         label: format!("row_squares {dtype} (RMSNorm)"),
         us,
         theirs: torch_row("rows_mean_square"),
+        cub_us: None,
+    });
+    let (us, st) = bench.per_row::<Summary<T>>(view, rows, cols)?;
+    for (i, &r) in check_rows.iter().enumerate() {
+        let (got, want) = (st[r], &refs[i]);
+        bench.check(
+            near(got.moments.variance(0.0), want.var, 1e-5)
+                && (got.extrema.min, got.extrema.argmin) == want.min
+                && (got.extrema.max, got.extrema.argmax) == want.max,
+            || format!("row_stats {dtype} row {r}: {got:?}"),
+        );
+    }
+    per_row.push(Row {
+        label: format!("row_stats {dtype}"),
+        us,
+        theirs: None,
         cub_us: None,
     });
     let (us, lse) = bench.per_row::<LogSumExp<T>>(view, rows, cols)?;

@@ -97,6 +97,9 @@ pub struct DeviceReduce {
     /// Page-locked, device-mapped memory the results of blocking calls are written (or copied) into.
     staging: InContext<Pinned>,
     policy: Policy,
+    /// Whether `policy` was set by [`set_policy`](Self::set_policy), which launches it as it is; the
+    /// tuning table's may have its block size fitted to each kernel's registers.
+    policy_forced: bool,
     combine: Combine,
     determinism: Determinism,
     repro: InContext<ReproScratch>,
@@ -121,6 +124,7 @@ impl DeviceReduce {
             stream,
             staging: InContext::new(gpu, Pinned::new(MAX_OP_ACC_BYTES)?),
             policy,
+            policy_forced: false,
             combine: Combine::default(),
             determinism: Determinism::default(),
             repro: InContext::new(gpu, ReproScratch::new()?),
@@ -197,6 +201,7 @@ impl DeviceReduce {
         self.scratch
             .reserve(self.gpu.info().sm_count * policy.blocks_per_sm)?;
         self.policy = policy;
+        self.policy_forced = true;
         Ok(())
     }
 
@@ -493,6 +498,7 @@ impl DeviceReduce {
                 &self.gpu,
                 &mut self.scratch,
                 &self.policy,
+                !self.policy_forced,
                 strategy,
                 source,
                 input,

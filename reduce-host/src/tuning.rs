@@ -5,7 +5,10 @@ use reduce_contract::layout::{LOAD_BYTES, UNROLL};
 /// How a device-wide reduction is launched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
-    /// Threads per block: a multiple of 32, at most 1024.
+    /// Threads per block: a multiple of 32, at most 1024. Under the tuning table's policy, a grid-stride
+    /// kernel whose registers leave much of an SM idle at this size (another multiple of 64 keeps at least
+    /// a quarter more threads resident) takes that other size, and the grid follows: the heavy statistics
+    /// of 16-bit input, for example. A policy given to `set_policy` is launched as it is.
     pub threads: u32,
     /// Blocks per SM at most; the grid is `sm_count * blocks_per_sm` for large inputs.
     pub blocks_per_sm: u32,

@@ -7,7 +7,7 @@ use reduce_contract::layout::{MAX_ACC_BYTES, MAX_OP_ACC_BYTES};
 use reduce_contract::params::ReduceParams;
 
 use super::{Source, Span, launch, resident};
-use crate::driver::{self, Launch, Order};
+use crate::driver::{self, Launch, Order, Prefer};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
@@ -80,6 +80,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     gpu: &Gpu,
     scratch: &mut Scratch,
     policy: &Policy,
+    fill: bool,
     strategy: Strategy,
     source: Source<'_, Reduction>,
     input: Span<T>,
@@ -109,7 +110,29 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     let size = std::mem::size_of::<T>();
     let n = input.len;
     let sm_count = gpu.info().sm_count;
-    let grid = tuning::grid_for(policy, sm_count, n, size);
+    let smem = source.shared_bytes();
+    // The grid-stride pass's block size: with `fill` (the tuning table's policy, not one the user forced),
+    // changed where that holds more threads on an SM (`Function::fill_block`); and the grid, sized for
+    // blocks of that many threads.
+    let stride_pass = match strategy {
+        Strategy::TwoPass => Some(ReducePass::Partials),
+        Strategy::LastBlock => Some(ReducePass::LastBlock),
+        Strategy::Atomic => None,
+    };
+    let threads = match stride_pass.filter(|_| fill) {
+        Some(pass) => {
+            source
+                .function(gpu, pass)?
+                .fill_block(policy.threads, smem, Prefer::Largest)?
+        }
+        None => policy.threads,
+    };
+    let stride_policy = Policy {
+        threads,
+        blocks_per_sm: (policy.blocks_per_sm * policy.threads).div_ceil(threads),
+        ..*policy
+    };
+    let grid = tuning::grid_for(&stride_policy, sm_count, n, size);
     scratch.reserve_bytes(grid as usize * size_of::<Acc>().max(MAX_ACC_BYTES))?;
     let single_block = n * size as u64 <= tuning::SINGLE_BLOCK_BYTES;
     let partials = scratch.partials.as_device_ptr().as_raw() as *mut Acc;
@@ -121,7 +144,6 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         ticket: scratch.ticket.as_device_ptr().as_raw() as *mut u32,
         out,
     };
-    let smem = source.shared_bytes();
     // A kernel's launch: `threads` fitted to its registers, at most one resident wave.
     let shape = |pass: ReducePass, grid, threads| -> Result<(ReducePass, Launch)> {
         let f = source.function(gpu, pass)?;
@@ -156,7 +178,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
                 let indexed = matches!(op, Some(Op::ArgMax | Op::ArgMin));
                 tuning::single_block_threads(n * size as u64, indexed)
             } else {
-                policy.threads
+                threads
             };
             return launch_dependent(
                 shape(ReducePass::Partials, 1, threads)?,
@@ -168,7 +190,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         }
         match strategy {
             Strategy::TwoPass => {
-                let first = shape(ReducePass::Partials, grid, policy.threads)?;
+                let first = shape(ReducePass::Partials, grid, threads)?;
                 launch_dependent(first, params)?;
                 let count = first.1.grid as u64;
                 let second = shape(ReducePass::Finalize, 1, policy.finalize_threads)?;
@@ -177,14 +199,14 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             Strategy::LastBlock => {
                 let ticket = params.ticket.add(driver::capturing(stream)? as usize);
                 launch_pass(
-                    shape(ReducePass::LastBlock, grid, policy.threads)?,
+                    shape(ReducePass::LastBlock, grid, threads)?,
                     ReduceParams { ticket, ..params },
                 )
             }
             Strategy::Atomic => {
                 let kernel = atomic.expect("refused above for all but the built-in sums");
                 let f = gpu.function(kernel)?;
-                let shape = resident(gpu, f, grid, policy.threads, smem)?;
+                let shape = resident(gpu, f, grid, threads, smem)?;
                 driver::memset_zero(out as u64, std::mem::size_of::<Acc>(), stream)?;
                 launch(gpu, kernel, shape, stream, params)
             }

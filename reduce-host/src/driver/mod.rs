@@ -111,6 +111,45 @@ impl Drop for Module {
     }
 }
 
+/// Which of several block sizes that keep as many threads resident [`Function::fill_block`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prefer {
+    /// The largest: a grid-stride pass over one input. Heavy kernels ran faster in one large block an SM
+    /// than in several small ones holding as many threads (`stats` f16 at 2^28: 196.4 µs in one block of
+    /// 384, 214.2 in three of 128; `aminmax` f16 169.8 in one of 640, 179.0 in two of 320, 185.8 in five of
+    /// 128, H200).
+    Largest,
+    /// The nearest to the size asked: per-segment tiles, where a block retires with its slowest segment.
+    Nearest,
+}
+
+/// [`Function::fill_block`]'s choice for a kernel asked for `asked` threads a block (already fitted), that
+/// can launch at most `max_threads`, and keeps `resident(t)` threads on an SM in blocks of `t`.
+fn filled_block(
+    asked: u32,
+    max_threads: u32,
+    prefer: Prefer,
+    resident: impl Fn(u32) -> Result<u32>,
+) -> Result<u32> {
+    let base = resident(asked)?;
+    let mut best = (base, asked);
+    for t in (64..=max_threads).step_by(64) {
+        let r = resident(t)?;
+        let better_tie = match prefer {
+            Prefer::Largest => t > best.1,
+            Prefer::Nearest => t.abs_diff(asked) < best.1.abs_diff(asked),
+        };
+        if r > best.0 || (r == best.0 && better_tie) {
+            best = (r, t);
+        }
+    }
+    Ok(if best.0 * 4 >= base * 5 {
+        best.1
+    } else {
+        asked
+    })
+}
+
 /// A kernel and what launching it needs to know, asked of the driver once.
 pub(crate) struct Function {
     raw: CUfunction,
@@ -118,6 +157,8 @@ pub(crate) struct Function {
     max_threads: u32,
     /// Resident blocks per SM, memoised by `(threads, shared bytes)`: a handful of shapes per kernel.
     occupancy: Mutex<Vec<(u32, u32, u32)>>,
+    /// [`Function::fill_block`]'s answers, memoised by its arguments.
+    filled: Mutex<Vec<(u32, u32, Prefer, u32)>>,
     /// The dynamic shared memory this kernel has been allowed past the default 48 KiB (0: none yet).
     shared_allowed: AtomicU32,
 }
@@ -149,6 +190,7 @@ impl Function {
             raw,
             max_threads: max.clamp(32, 1024) as u32 / 32 * 32,
             occupancy: Mutex::new(Vec::new()),
+            filled: Mutex::new(Vec::new()),
             shared_allowed: AtomicU32::new(0),
         })
     }
@@ -178,6 +220,37 @@ impl Function {
     /// that uses many registers cannot run 1024 threads in a block. Only for kernels correct at any block size.
     pub fn fit_block(&self, threads: u32) -> u32 {
         threads.min(self.max_threads)
+    }
+
+    /// The block size for a kernel that is correct at any size (grid-stride loops, a segment per group of
+    /// lanes) and was asked for `threads`: `threads`, unless this kernel's registers leave much of an SM
+    /// idle there and another multiple of 64 keeps at least a quarter more threads resident. Of the sizes
+    /// that keep the most, `prefer` picks one.
+    ///
+    /// Why: the policy's 256 threads suit the light kernels, but `reduce_partials_stats_bf16` takes 166
+    /// registers a thread, so an SM holds one block of 256 (8 warps), where one of 384 holds 12. Measured on
+    /// the H200 (docs/PERFORMANCE.md, 2^28): `stats` bf16 205.8 µs in blocks of 256, 197.5 in two of 192,
+    /// 197.3 in three of 128 and 182.5 in one of 384; bf16 argmax (137 registers) 231.5 at 256, 178.0 in
+    /// one block of 448. A quarter, so that kernels measured at their size (the sums, at 48 of 51 possible
+    /// warps) keep it. Depends only on the kernel and the arguments, so a launch shape, and with it a tree
+    /// of combines, repeats on the same device.
+    pub fn fill_block(&self, threads: u32, shared_bytes: u32, prefer: Prefer) -> Result<u32> {
+        let key = (threads, shared_bytes, prefer);
+        let memo = self.filled.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&(.., block)) = memo.iter().find(|&&(t, s, p, _)| (t, s, p) == key) {
+            return Ok(block);
+        }
+        drop(memo);
+        let block = filled_block(self.fit_block(threads), self.max_threads, prefer, |t| {
+            Ok(self.blocks_per_sm(t, shared_bytes)? * t)
+        })?;
+        self.filled.lock().unwrap_or_else(|p| p.into_inner()).push((
+            threads,
+            shared_bytes,
+            prefer,
+            block,
+        ));
+        Ok(block)
     }
 
     /// How many blocks of `threads` with `shared_bytes` of dynamic shared memory fit on one SM (at least 1).
@@ -485,5 +558,51 @@ impl Drop for RawEvent {
     fn drop(&mut self) {
         // SAFETY: created by `new`, destroyed once; nothing to report to.
         let _ = unsafe { sys::cuEventDestroy_v2(self.0) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads an H200 SM keeps resident in blocks of `t` for a kernel of `regs` registers a thread
+    /// (registers allocated per warp in units of 256, 64 warps and 32 blocks at most).
+    fn sm90(regs: u32) -> impl Fn(u32) -> Result<u32> {
+        move |t| {
+            let per_warp = (regs.div_ceil(8) * 8 * 32).div_ceil(256) * 256;
+            let warps = (65536 / per_warp).min(64);
+            Ok((warps / (t / 32)).min(32) * t)
+        }
+    }
+
+    /// The most threads a block of a `regs`-register kernel can have, in whole warps.
+    fn max_threads(regs: u32) -> u32 {
+        (65536 / (regs.div_ceil(8) * 8) / 32 * 32).min(1024)
+    }
+
+    #[test]
+    fn heavy_kernels_take_the_size_that_fills_the_sm() {
+        let fill = |regs, prefer| filled_block(256, max_threads(regs), prefer, sm90(regs)).unwrap();
+        // `stats` bf16 (166 registers): 8 warps in blocks of 256, 12 in one of 384.
+        assert_eq!(fill(166, Prefer::Largest), 384);
+        // bf16 argmax (137): 14 warps in one block of 448.
+        assert_eq!(fill(137, Prefer::Largest), 448);
+        // 92 registers: 20 warps in one block of 640, or (nearest 256) two of 320.
+        assert_eq!(fill(92, Prefer::Largest), 640);
+        assert_eq!(fill(92, Prefer::Nearest), 320);
+        // A row tile of 87 registers: 22 warps in blocks of 64 where 256 holds 16.
+        assert_eq!(fill(87, Prefer::Nearest), 64);
+    }
+
+    #[test]
+    fn kernels_near_full_keep_the_size_asked() {
+        let fill =
+            |regs| filled_block(256, max_threads(regs), Prefer::Largest, sm90(regs)).unwrap();
+        // The sums (40 registers: 48 warps of 51) and a kernel filling the SM keep 256.
+        assert_eq!(fill(40), 256);
+        assert_eq!(fill(32), 256);
+        // `stats` f32 (124): 16 warps at 256 and at best; 72 registers: 24 against 28, under a quarter.
+        assert_eq!(fill(124), 256);
+        assert_eq!(fill(72), 256);
     }
 }

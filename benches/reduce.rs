@@ -506,7 +506,7 @@ fn explore(bench: &mut Bench, sizes: &[usize]) -> Result<(), BoxError> {
             println!("explore {variant} n={n}: sum {sum:.2} µs, argmax {arg:.2} µs");
         }
     }
-    bench.reduce.set_policy(default)?;
+    bench.reduce.reset_policy();
     Ok(())
 }
 

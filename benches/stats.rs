@@ -400,7 +400,7 @@ fn run() -> Result<bool, BoxError> {
         failures: Vec::new(),
     };
     if let Some(t) = flag("--threads") {
-        // A forced block size for the device-wide kernels (launched as it is, not fitted to registers).
+        // A forced block size for the device-wide kernels (not fitted to their registers).
         let policy = reduce_host::Policy {
             threads: t.parse()?,
             ..bench.reduce.policy()

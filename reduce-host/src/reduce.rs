@@ -187,14 +187,17 @@ impl DeviceReduce {
         self.repro_shape.prefetch = prefetch;
     }
 
-    /// The launch policy in use (from the tuning table for this device unless set).
+    /// The launch policy in use (from the tuning table for this device unless set). Under the table's
+    /// policy a kernel heavy in registers may launch another block size (see [`Policy::threads`]).
     pub fn policy(&self) -> Policy {
         self.policy
     }
 
     /// Forces a launch policy, e.g. to test odd grid and block sizes: `threads` and `finalize_threads`
     /// multiples of 32 in 32..=1024, `blocks_per_sm` in 1..=32; anything else is an
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument). A policy set so is not fitted to the
+    /// kernels' registers (still capped at the most threads a kernel can launch and one resident wave),
+    /// until [`reset_policy`](Self::reset_policy).
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
         policy.check()?;
         let _current = self.make_current()?;
@@ -203,6 +206,13 @@ impl DeviceReduce {
         self.policy = policy;
         self.policy_forced = true;
         Ok(())
+    }
+
+    /// Returns to the tuning table's policy for this device, fitted to each kernel's registers again, as a
+    /// new handle has it.
+    pub fn reset_policy(&mut self) {
+        self.policy = tuning::policy(self.gpu.info().cc());
+        self.policy_forced = false;
     }
 
     fn make_current(&self) -> Result<crate::gpu::Current> {

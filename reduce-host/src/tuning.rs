@@ -7,10 +7,13 @@ use reduce_contract::layout::{LOAD_BYTES, UNROLL};
 pub struct Policy {
     /// Threads per block: a multiple of 32, at most 1024. Under the tuning table's policy, a grid-stride
     /// kernel whose registers leave much of an SM idle at this size (another multiple of 64 keeps at least
-    /// a quarter more threads resident) takes that other size, and the grid follows: the heavy statistics
-    /// of 16-bit input, for example. A policy given to `set_policy` is launched as it is.
+    /// a quarter more threads resident) takes the largest of the sizes that keep the most, and the grid
+    /// follows: the heavy statistics of 16-bit input, for example. A policy given to `set_policy` is not
+    /// fitted so (until `reset_policy`).
     pub threads: u32,
-    /// Blocks per SM at most; the grid is `sm_count * blocks_per_sm` for large inputs.
+    /// Blocks per SM at most; the grid is `sm_count * blocks_per_sm` for large inputs (for a kernel fitted
+    /// to its registers, as many blocks of its size as hold `blocks_per_sm · threads` threads an SM), at
+    /// most one resident wave.
     pub blocks_per_sm: u32,
     /// Threads of the one-block finalize kernel.
     pub finalize_threads: u32,

@@ -161,7 +161,7 @@ fn shapes_offsets_streams<T: Repro>(n: usize) {
             }
         }
     }
-    reduce.set_policy(default).unwrap();
+    reduce.reset_policy();
     reduce.set_reproducible_shape(None, None).unwrap();
     for prefetch in [false, true] {
         reduce.set_reproducible_prefetch(Some(prefetch));

@@ -111,15 +111,16 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     let n = input.len;
     let sm_count = gpu.info().sm_count;
     let smem = source.shared_bytes();
+    let single_block = n * size as u64 <= tuning::SINGLE_BLOCK_BYTES;
     // The grid-stride pass's block size: with `fill` (the tuning table's policy, not one the user forced),
     // changed where that holds more threads on an SM (`Function::fill_block`); and the grid, sized for
-    // blocks of that many threads.
+    // blocks of that many threads. Inputs one block reduces take neither.
     let stride_pass = match strategy {
         Strategy::TwoPass => Some(ReducePass::Partials),
         Strategy::LastBlock => Some(ReducePass::LastBlock),
         Strategy::Atomic => None,
     };
-    let threads = match stride_pass.filter(|_| fill) {
+    let threads = match stride_pass.filter(|_| fill && !single_block) {
         Some(pass) => {
             source
                 .function(gpu, pass)?
@@ -134,7 +135,6 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     };
     let grid = tuning::grid_for(&stride_policy, sm_count, n, size);
     scratch.reserve_bytes(grid as usize * size_of::<Acc>().max(MAX_ACC_BYTES))?;
-    let single_block = n * size as u64 <= tuning::SINGLE_BLOCK_BYTES;
     let partials = scratch.partials.as_device_ptr().as_raw() as *mut Acc;
     let params = ReduceParams {
         input: input.as_ptr(),

@@ -66,7 +66,8 @@ const TILE_BLOCKS_PER_SM: u64 = 32;
 /// Threads per block of the tile kernel at a warp per segment, whose results do not depend on it (a
 /// segment is a group of lanes of one warp). Two warps: a block retires when its slowest warp does, so the
 /// fewer warps share a block, the less an SM idles behind one long segment. Narrower tiles, whose threads
-/// do little each, keep [`SEGMENTED_THREADS`]: small blocks would be launched faster than they finish.
+/// do little each, keep [`SEGMENTED_THREADS`] (small blocks would be launched faster than they finish),
+/// unless their registers leave much of an SM idle there (`Function::fill_block`).
 /// Measured on the H200 (docs/PERFORMANCE.md, f32, 256 → 64 threads): ragged offsets' argmax 108.6 →
 /// 102.1 µs and softmax statistics 110.3 → 102.7, 2^16 × 1024 argmax 79.0 → 77.0, sums within 1 %; but
 /// 2^20 × 8 (tiles of one lane) 13.0 → 14.9 µs a sum.

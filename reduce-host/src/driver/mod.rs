@@ -167,9 +167,9 @@ pub(crate) struct Function {
 const DEFAULT_SHARED: u32 = 48 * 1024;
 
 // SAFETY: a driver function handle may be used from any thread once its context is current there, which
-// every launch ensures; the occupancy memo is behind a mutex.
+// every launch ensures; the occupancy and block-size memos are behind mutexes.
 unsafe impl Send for Function {}
-// SAFETY: as above; `&Function` only reads the handle and locks the memo.
+// SAFETY: as above; `&Function` only reads the handle and locks the memos.
 unsafe impl Sync for Function {}
 
 impl Function {

@@ -97,8 +97,8 @@ pub struct DeviceReduce {
     /// Page-locked, device-mapped memory the results of blocking calls are written (or copied) into.
     staging: InContext<Pinned>,
     policy: Policy,
-    /// Whether `policy` was set by [`set_policy`](Self::set_policy), which launches it as it is; the
-    /// tuning table's may have its block size fitted to each kernel's registers.
+    /// Whether `policy` was set by [`set_policy`](Self::set_policy), which is not fitted to the kernels'
+    /// registers; the tuning table's may have its block size fitted to each kernel's.
     policy_forced: bool,
     combine: Combine,
     determinism: Determinism,

@@ -450,19 +450,16 @@ pub(crate) unsafe fn enqueue<T, Acc>(
     // of their threads resident where their registers leave much of an SM idle (`Function::fill_block`: the
     // 87 registers of bf16 `row_var_mean`'s tile hold 16 warps an SM in blocks of 256, 22 in blocks of 64;
     // 65536 rows of 1024 took 50.6 µs and take 48.4 on the H200).
+    let fitted = |pass| {
+        source
+            .function(gpu, pass)?
+            .fill_block(SEGMENTED_THREADS, smem, Prefer::Nearest)
+    };
     let tile_threads = match (scratch.overrides.tile_threads, plan) {
         (Some(t), _) => t,
         (None, Plan::Tile { width: 32 }) => WARP_TILE_THREADS,
-        (None, Plan::Tile { .. } | Plan::Rows) => {
-            let pass = if plan == Plan::Rows {
-                SegmentedPass::Rows
-            } else {
-                SegmentedPass::Tile
-            };
-            source
-                .function(gpu, pass)?
-                .fill_block(SEGMENTED_THREADS, smem, Prefer::Nearest)?
-        }
+        (None, Plan::Tile { .. }) => fitted(SegmentedPass::Tile)?,
+        (None, Plan::Rows) => fitted(SegmentedPass::Rows)?,
         (None, _) => SEGMENTED_THREADS,
     };
     let shape = |pass: SegmentedPass, blocks: u64| -> Result<(SegmentedPass, Launch)> {

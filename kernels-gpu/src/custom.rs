@@ -75,6 +75,7 @@ impl<R: ReduceOp<Acc: Pod>> DeviceOp for Custom<R> {
     type In = R::In;
     type Acc = Words<R::Acc>;
     const DEEP_FOLD: bool = true;
+    const DEFERS: bool = R::DEFERS;
     #[inline(always)]
     fn identity() -> Words<R::Acc> {
         Words(R::identity())
@@ -94,6 +95,22 @@ impl<R: ReduceOp<Acc: Pod>> DeviceOp for Custom<R> {
         get: impl Fn(usize) -> (R::In, u64),
     ) -> Words<R::Acc> {
         Words(R::fold_run(acc.0, len, get))
+    }
+    #[inline(always)]
+    fn fold_run_deferred(
+        acc: Words<R::Acc>,
+        len: usize,
+        get: impl Fn(usize) -> (R::In, u64),
+    ) -> Words<R::Acc> {
+        Words(R::fold_run_deferred(acc.0, len, get))
+    }
+    #[inline(always)]
+    fn revisit<G: Fn(usize) -> (R::In, u64)>(
+        acc: Words<R::Acc>,
+        len: usize,
+        run: impl Fn(u64) -> G,
+    ) -> Words<R::Acc> {
+        Words(R::revisit(acc.0, len, run))
     }
 }
 

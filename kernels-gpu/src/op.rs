@@ -67,6 +67,34 @@ pub trait DeviceOp {
         Self::combine(acc, tree[0])
     }
 
+    /// Whether [`fold_run_deferred`](Self::fold_run_deferred) may leave work for
+    /// [`revisit`](Self::revisit), as [`ReduceOp::DEFERS`]: then the kernels fold a thread's first run with
+    /// `fold_run` before their loop and the later ones deferred.
+    const DEFERS: bool = false;
+
+    /// [`fold_run`](Self::fold_run), allowed to leave work for [`revisit`](Self::revisit), as
+    /// [`ReduceOp::fold_run_deferred`]. The default folds at once.
+    #[inline(always)]
+    fn fold_run_deferred(
+        acc: Self::Acc,
+        len: usize,
+        get: impl Fn(usize) -> (Self::In, u64),
+    ) -> Self::Acc {
+        Self::fold_run(acc, len, get)
+    }
+
+    /// Finishes what [`fold_run_deferred`](Self::fold_run_deferred) left, as [`ReduceOp::revisit`]:
+    /// `run(first)` reads the run of `len` elements whose first index is `first` again.
+    #[inline(always)]
+    fn revisit<G: Fn(usize) -> (Self::In, u64)>(
+        acc: Self::Acc,
+        len: usize,
+        run: impl Fn(u64) -> G,
+    ) -> Self::Acc {
+        let _ = (len, run);
+        acc
+    }
+
     /// Stores a result at `p`. The default is a plain store; [`ArgExtreme`] writes its padding too.
     ///
     /// # Safety
@@ -204,6 +232,23 @@ impl<T: OrdElement, D: Direction> DeviceOp for ArgExtreme<T, D> {
     #[inline(always)]
     fn fold_run(acc: Indexed<T>, len: usize, get: impl Fn(usize) -> (T, u64)) -> Indexed<T> {
         <Self as ReduceOp>::fold_run(acc, len, get)
+    }
+    const DEFERS: bool = <Self as ReduceOp>::DEFERS;
+    #[inline(always)]
+    fn fold_run_deferred(
+        acc: Indexed<T>,
+        len: usize,
+        get: impl Fn(usize) -> (T, u64),
+    ) -> Indexed<T> {
+        <Self as ReduceOp>::fold_run_deferred(acc, len, get)
+    }
+    #[inline(always)]
+    fn revisit<G: Fn(usize) -> (T, u64)>(
+        acc: Indexed<T>,
+        len: usize,
+        run: impl Fn(u64) -> G,
+    ) -> Indexed<T> {
+        <Self as ReduceOp>::revisit(acc, len, run)
     }
 
     /// Two 8-byte stores: the value's bits zero-extended, then the index. A plain store leaves the padding

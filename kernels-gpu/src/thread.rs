@@ -82,20 +82,28 @@ where
     };
     // One run of `UNROLL * LANES` elements: element i is lane i % LANES of vector i / LANES; indices grow
     // with i.
+    let element = |x: &Group<Op::In>, v: u64, i: usize| {
+        let (k, j) = (i / lanes as usize, i % lanes as usize);
+        // SAFETY: `load` wrote every vector of the group.
+        let vec = unsafe { x[k].assume_init_ref() };
+        (
+            <Op::In as Vectorize>::lane(vec, j),
+            first(v + k as u64 * threads) + j as u64,
+        )
+    };
+    let run = UNROLL as usize * lanes as usize;
     let fold = |acc: Op::Acc, x: &Group<Op::In>, v: u64| {
-        let get = |i: usize| {
-            let (k, j) = (i / lanes as usize, i % lanes as usize);
-            // SAFETY: `load` wrote every vector of the group.
-            let vec = unsafe { x[k].assume_init_ref() };
-            (
-                <Op::In as Vectorize>::lane(vec, j),
-                first(v + k as u64 * threads) + j as u64,
-            )
-        };
-        Op::fold_run(acc, UNROLL as usize * lanes as usize, get)
+        Op::fold_run_deferred(acc, run, |i| element(x, v, i))
     };
     let whole = |v: u64| v + (UNROLL - 1) * threads < vectors;
     let mut v = t;
+    if Op::DEFERS && whole(v) {
+        // The first run at once: most threads of a small input have no other, and what it deferred would
+        // cost them a second trip to memory. Outside the loop, so the loop holds only the deferring fold.
+        let x = load(v);
+        acc = Op::fold_run(acc, run, |i| element(&x, v, i));
+        v += UNROLL * threads;
+    }
     if Op::DEEP_FOLD {
         // Operators bound by issue slots fold long enough that the loads of one group alone leave DRAM
         // idle while they compute: the next group is loaded into registers before the current one is
@@ -123,6 +131,14 @@ where
             v += UNROLL * threads;
         }
     }
+    // What the runs left for later (an operator's new extreme's index), once per thread: the run whose
+    // element 0 has index `first` is the group of vectors `(first − head) / LANES + k · threads`, which
+    // `whole` admitted when it was folded.
+    acc = Op::revisit(acc, run, |first| {
+        let w = (first - head) / lanes;
+        let x = load(w);
+        move |i| element(&x, w, i)
+    });
     while v < vectors {
         // SAFETY: v < vectors.
         let x = unsafe { arch::load_vec16(body.add(v as usize)) };

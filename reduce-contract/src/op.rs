@@ -178,7 +178,50 @@ pub trait ReduceOp: 'static {
         crate::pairwise_tree!(tree, len, Self::combine);
         Self::combine(acc, tree[0])
     }
+
+    /// Whether [`fold_run_deferred`](Self::fold_run_deferred) may leave work for [`revisit`](Self::revisit).
+    /// Then the kernels fold a thread's first run with `fold_run` before their loop, the later ones deferred,
+    /// and revisit once after it (a thread of a small input has one run, and a deferred one would cost it a
+    /// second trip to memory). Worth it where the run's index search is what bounds the loop (elements of
+    /// 16 bits, whose runs are 32 long); for f32 `argmax` and `aminmax`, which are bound by memory, the
+    /// deferred loop measured 2–15 % slower, so they keep the default, `false`.
+    const DEFERS: bool = false;
+
+    /// [`fold_run`](Self::fold_run), allowed to leave part of its work for [`revisit`](Self::revisit): the
+    /// device-wide pass folds its runs with it and revisits each thread's accumulator once, after its last
+    /// such run and before anything is combined with it. An operator that keeps an index looks for it in a
+    /// run only when the run's value beats the accumulator's; across the 32 lanes of a warp that is most of
+    /// the runs of a thread's first hundred (the lanes wait for each other), so such an operator may record
+    /// only the run, by the index of its first element (`get(0).1`), and find the index once, at the end.
+    ///
+    /// The default folds at once. An override must give, after `revisit`, what `fold_run` gives.
+    #[inline(always)]
+    fn fold_run_deferred(
+        acc: Self::Acc,
+        len: usize,
+        get: impl Fn(usize) -> (Self::In, u64),
+    ) -> Self::Acc {
+        Self::fold_run(acc, len, get)
+    }
+
+    /// Finishes what [`fold_run_deferred`](Self::fold_run_deferred) left in `acc`: `run(first)` reads the
+    /// run of `len` elements whose first element's index is `first` again, as a `get` of `fold_run` (every
+    /// deferred run had length `len`). The default has nothing to finish.
+    #[inline(always)]
+    fn revisit<G: Fn(usize) -> (Self::In, u64)>(
+        acc: Self::Acc,
+        len: usize,
+        run: impl Fn(u64) -> G,
+    ) -> Self::Acc {
+        let _ = (len, run);
+        acc
+    }
 }
+
+/// The top bit of an index a [`ReduceOp::fold_run_deferred`] of this crate has not looked for yet: the other
+/// bits are the index of the first element of the run that holds it. Indices stay below 2^63 (lengths fit
+/// an `isize`), and `u64::MAX`, which has the bit too, stays "no element".
+pub(crate) const PENDING: u64 = 1 << 63;
 
 /// Whether two names are equal, at compile time: `export_reduce!` checks that the name it exports kernels
 /// under is the operator's [`ReduceOp::NAME`].

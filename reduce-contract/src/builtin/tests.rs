@@ -9,6 +9,23 @@ fn fold<O: ReduceOp>(xs: &[O::In]) -> O::Acc {
     })
 }
 
+/// `O` over `xs` in runs of `len` as the device-wide pass folds them: the first by `fold_run`, the rest
+/// by `fold_run_deferred`, then `revisit`.
+fn deferred<O: ReduceOp>(xs: &[O::In], len: usize) -> O::Acc {
+    let mut acc = O::identity();
+    for (c, run) in xs.chunks(len).enumerate() {
+        let get = |i: usize| (run[i], (c * len + i) as u64);
+        acc = if c == 0 {
+            O::fold_run(acc, len, get)
+        } else {
+            O::fold_run_deferred(acc, len, get)
+        };
+    }
+    O::revisit(acc, len, |first| {
+        move |i| (xs[first as usize + i], first + i as u64)
+    })
+}
+
 /// `O` over `xs` in runs of `len` through `fold_run`.
 fn runs<O: ReduceOp>(xs: &[O::In], len: usize) -> O::Acc {
     xs.chunks(len)
@@ -112,6 +129,8 @@ fn the_value_first_run_fold_is_the_element_fold() {
             for (a, b) in [
                 (fold::<ArgMax<f32>>(xs), runs::<ArgMax<f32>>(xs, len)),
                 (fold::<ArgMin<f32>>(xs), runs::<ArgMin<f32>>(xs, len)),
+                (fold::<ArgMax<f32>>(xs), deferred::<ArgMax<f32>>(xs, len)),
+                (fold::<ArgMin<f32>>(xs), deferred::<ArgMin<f32>>(xs, len)),
             ] {
                 assert!(
                     same_bits(a.value, b.value) && a.index == b.index,
@@ -121,6 +140,8 @@ fn the_value_first_run_fold_is_the_element_fold() {
             let ints: [u8; 48] = core::array::from_fn(|i| (i * 37 % 11) as u8);
             let ints = &ints[..xs.len()];
             assert_eq!(fold::<ArgMax<u8>>(ints), runs::<ArgMax<u8>>(ints, len));
+            assert_eq!(fold::<ArgMax<u8>>(ints), deferred::<ArgMax<u8>>(ints, len));
+            assert_eq!(fold::<ArgMin<u8>>(ints), deferred::<ArgMin<u8>>(ints, len));
             assert_eq!(fold::<Sum<u8>>(ints), runs::<Sum<u8>>(ints, len));
         }
     }

@@ -3,7 +3,7 @@ use core::marker::PhantomData;
 
 use super::in_f32;
 use crate::builtin::{Greatest, Least, Ordered};
-use crate::op::{Float, Pod, ReduceOp};
+use crate::op::{Float, PENDING, Pod, ReduceOp};
 
 /// The least and greatest element seen, as f64 (exact for every float element), and the index of the
 /// first occurrence of each. NaN wins both (the first NaN's index), as the library's `argmax`/`argmin`;
@@ -96,23 +96,89 @@ impl Extrema {
         len: usize,
         get: impl Fn(usize) -> (T, u64),
     ) -> Extrema {
+        Extrema::fold_run_in(acc, len, get, false)
+    }
+
+    /// [`fold_run`](Self::fold_run) that, in a run after the first, records a new least or greatest value
+    /// with the index of the run's first element marked pending (its top bit set) instead of looking for
+    /// its first occurrence: [`revisit`](Self::revisit) looks, once. A thread's new extremes are rare, but
+    /// a warp's lanes wait for each other, so the look (a 32-element scan of 16-bit input) was taken in
+    /// most runs of `aminmax` on U(0, 1) input. A run's first NaN is left for `revisit` the same way.
+    #[inline(always)]
+    pub fn fold_run_deferred<T: Float>(
+        acc: Extrema,
+        len: usize,
+        get: impl Fn(usize) -> (T, u64),
+    ) -> Extrema {
+        Extrema::fold_run_in(acc, len, get, true)
+    }
+
+    #[inline(always)]
+    fn fold_run_in<T: Float>(
+        acc: Extrema,
+        len: usize,
+        get: impl Fn(usize) -> (T, u64),
+        defer: bool,
+    ) -> Extrema {
         if in_f32::<T>() {
             let (lo, hi) = T::run_bounds(len, |i| get(i).0);
-            settle(
-                acc,
-                len,
-                |i| {
-                    let (x, index) = get(i);
-                    (x.to_f32(), index)
-                },
-                (lo, hi),
-            )
+            settle(acc, len, widened(&get), (lo, hi), defer)
         } else {
-            fold(acc, len, |i| {
-                let (x, index) = get(i);
-                (x.to_f64(), index)
-            })
+            let bounds = Bounds::of_run(len, |i| get(i).0.to_f64());
+            settle(acc, len, widened_f64(&get), bounds, defer)
         }
+    }
+
+    /// Finds the indices [`fold_run_deferred`](Self::fold_run_deferred) left pending: the first element of
+    /// the recorded run equal to the least (greatest) value. `run(first)` reads that run of `len` elements
+    /// again.
+    #[inline(always)]
+    pub fn revisit<T: Float, G: Fn(usize) -> (T, u64)>(
+        acc: Extrema,
+        len: usize,
+        run: impl Fn(u64) -> G,
+    ) -> Extrema {
+        let mut out = acc;
+        let pending = |index: u64| index != Extrema::NONE && index & PENDING != 0;
+        if pending(acc.argmin) {
+            (out.min, out.argmin) = find(len, &run(acc.argmin & !PENDING), acc.min);
+        }
+        if pending(acc.argmax) {
+            (out.max, out.argmax) = find(len, &run(acc.argmax & !PENDING), acc.max);
+        }
+        out
+    }
+}
+
+/// `get` with its elements widened to f32 (exact for elements of up to 4 bytes).
+#[inline(always)]
+fn widened<T: Float>(get: &impl Fn(usize) -> (T, u64)) -> impl Fn(usize) -> (f32, u64) + '_ {
+    |i| {
+        let (x, index) = get(i);
+        (x.to_f32(), index)
+    }
+}
+
+/// The first element of a run (`get`) equal to `v`, compared in the run's float: f32 for elements of up to
+/// 4 bytes (which `v` came from, so it is exact there), f64 for f64.
+#[inline(always)]
+fn find<T: Float>(len: usize, get: &impl Fn(usize) -> (T, u64), v: f64) -> (f64, u64) {
+    if v.is_nan() {
+        return (v, first_nan(len, &widened_f64(get)));
+    }
+    if in_f32::<T>() {
+        first_equal(len, &widened(get), v as f32)
+    } else {
+        first_equal(len, &widened_f64(get), v)
+    }
+}
+
+/// `get` with its elements widened to f64 (exact).
+#[inline(always)]
+fn widened_f64<T: Float>(get: &impl Fn(usize) -> (T, u64)) -> impl Fn(usize) -> (f64, u64) + '_ {
+    |i| {
+        let (x, index) = get(i);
+        (x.to_f64(), index)
     }
 }
 
@@ -123,6 +189,19 @@ impl Extrema {
 pub trait RunFloat: Ordered + PartialEq + PartialOrd + Into<f64> {}
 impl RunFloat for f32 {}
 impl RunFloat for f64 {}
+
+/// The index of the run's first NaN (it holds one).
+#[inline(always)]
+fn first_nan<F: RunFloat>(len: usize, get: &impl Fn(usize) -> (F, u64)) -> u64 {
+    let mut at = Extrema::NONE;
+    crate::each_index!(I < len, {
+        let (x, index) = get(I);
+        if at == Extrema::NONE && x.is_nan() {
+            at = index;
+        }
+    });
+    at
+}
 
 /// The first element of the run equal to `v` (−0.0 and +0.0 are equal), and its index.
 #[inline(always)]
@@ -199,13 +278,6 @@ impl<F: RunFloat> Bounds<F> {
     }
 }
 
-/// [`Extrema::fold_run`] of f64 elements.
-#[inline(always)]
-fn fold<F: RunFloat>(acc: Extrema, len: usize, get: impl Fn(usize) -> (F, u64)) -> Extrema {
-    let bounds = Bounds::of_run(len, |i| get(i).0);
-    settle(acc, len, get, bounds)
-}
-
 /// Merges a run whose least and greatest values are `(lo, hi)` (NaN when it holds one) into `acc`: only
 /// where one of them (or a NaN) beats `acc`'s does it look again at the elements (`get`), for the index of
 /// the first occurrence.
@@ -215,6 +287,7 @@ pub(crate) fn settle<F: RunFloat>(
     len: usize,
     get: impl Fn(usize) -> (F, u64),
     (lo, hi): (F, F),
+    defer: bool,
 ) -> Extrema {
     let nan = lo.is_nan();
     let mut out = acc;
@@ -222,13 +295,11 @@ pub(crate) fn settle<F: RunFloat>(
     if nan {
         // The run's first NaN wins both, unless `acc` already holds one (at a smaller index).
         if empty || !acc.min.is_nan() || !acc.max.is_nan() {
-            let mut at = Extrema::NONE;
-            crate::each_index!(I < len, {
-                let (x, index) = get(I);
-                if at == Extrema::NONE && x.is_nan() {
-                    at = index;
-                }
-            });
+            let at = if defer {
+                get(0).1 | PENDING
+            } else {
+                first_nan(len, &get)
+            };
             if empty || !acc.min.is_nan() {
                 (out.min, out.argmin) = (f64::NAN, at);
             }
@@ -246,10 +317,18 @@ pub(crate) fn settle<F: RunFloat>(
     }
     // Strictly beyond `acc` (ties keep `acc`'s smaller index); `acc`'s NaN is beaten by nothing.
     if empty || (!out.min.is_nan() && lo.into() < out.min) {
-        (out.min, out.argmin) = first_equal(len, &get, lo);
+        (out.min, out.argmin) = if defer {
+            (lo.into(), get(0).1 | PENDING)
+        } else {
+            first_equal(len, &get, lo)
+        };
     }
     if empty || (!out.max.is_nan() && hi.into() > out.max) {
-        (out.max, out.argmax) = first_equal(len, &get, hi);
+        (out.max, out.argmax) = if defer {
+            (hi.into(), get(0).1 | PENDING)
+        } else {
+            first_equal(len, &get, hi)
+        };
     }
     out
 }
@@ -284,5 +363,23 @@ impl<T: Float> ReduceOp for MinMax<T> {
     #[inline(always)]
     fn fold_run(acc: Extrema, len: usize, get: impl Fn(usize) -> (T, u64)) -> Extrema {
         Extrema::fold_run(acc, len, get)
+    }
+    /// For 16-bit elements (`aminmax` bf16 at 2^28: 165.3 → 143.1 µs); f32 measured slower deferred
+    /// (253.7 → 262.0 µs), as it is bound by memory.
+    const DEFERS: bool = size_of::<T>() == 2;
+    #[inline(always)]
+    fn fold_run_deferred(acc: Extrema, len: usize, get: impl Fn(usize) -> (T, u64)) -> Extrema {
+        if !Self::DEFERS {
+            return Extrema::fold_run(acc, len, get);
+        }
+        Extrema::fold_run_deferred(acc, len, get)
+    }
+    #[inline(always)]
+    fn revisit<G: Fn(usize) -> (T, u64)>(
+        acc: Extrema,
+        len: usize,
+        run: impl Fn(u64) -> G,
+    ) -> Extrema {
+        Extrema::revisit(acc, len, run)
     }
 }

@@ -101,6 +101,99 @@ mod tests {
             })
     }
 
+    /// Folds `xs` as the device-wide pass does: element 0 lifted alone when `head`, then runs of `run` by
+    /// `fold_run_deferred` (the last partial one by `fold_run`), revisited once after the whole runs.
+    fn fold_deferred<O: ReduceOp>(xs: &[O::In], run: usize, head: bool) -> O::Acc {
+        let start = usize::from(head && !xs.is_empty());
+        let mut acc = O::identity();
+        if start == 1 {
+            acc = O::combine(acc, O::lift(xs[0], 0));
+        }
+        let body = &xs[start..];
+        let whole = body.len() / run * run;
+        for (c, chunk) in body[..whole].chunks(run).enumerate() {
+            acc = O::fold_run_deferred(acc, run, |i| (chunk[i], (start + c * run + i) as u64));
+        }
+        acc = O::revisit(acc, run, |first| {
+            move |i| (xs[first as usize + i], first + i as u64)
+        });
+        let rest = &body[whole..];
+        if !rest.is_empty() {
+            acc = O::fold_run(acc, rest.len(), |i| (rest[i], (start + whole + i) as u64));
+        }
+        acc
+    }
+
+    #[test]
+    fn deferred_runs_find_the_indices_runs_at_once_do() {
+        let mut sets: Vec<Vec<f32>> = std::vec![
+            data(),
+            (0..200).map(|i| i as f32).collect(),
+            (0..200).map(|i| -(i as f32)).collect(),
+            std::vec![2.5; 100],
+            std::vec![f32::INFINITY; 40],
+            std::vec![f32::NEG_INFINITY; 40],
+            (0..96)
+                .map(|i| if i % 2 == 0 { -0.0 } else { 0.0 })
+                .collect(),
+        ];
+        for at in [0, 5, 17, 63, 64, 99] {
+            let mut xs = data()[..100].to_vec();
+            xs[at] = f32::NAN;
+            xs[(at + 31) % 100] = f32::NAN;
+            sets.push(xs);
+            let mut xs = data()[..100].to_vec();
+            xs[at] = f32::INFINITY;
+            xs[(at + 40) % 100] = f32::NEG_INFINITY;
+            sets.push(xs);
+        }
+        for xs in &sets {
+            for run in [4, 16, 32] {
+                for head in [false, true] {
+                    let a = fold::<MinMax<f32>>(xs, run);
+                    let b = fold_deferred::<MinMax<f32>>(xs, run, head);
+                    assert_eq!(a.argmin, b.argmin, "{xs:?} run {run}");
+                    assert_eq!(a.argmax, b.argmax, "{xs:?} run {run}");
+                    assert_eq!(a.min.to_bits(), b.min.to_bits());
+                    assert_eq!(a.max.to_bits(), b.max.to_bits());
+                    let (a, b) = (
+                        fold::<Summary<f32>>(xs, run),
+                        fold_deferred::<Summary<f32>>(xs, run, head),
+                    );
+                    assert_eq!(a.extrema.argmin, b.extrema.argmin);
+                    assert_eq!(a.extrema.argmax, b.extrema.argmax);
+                    let wide: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
+                    let (c, d) = (
+                        fold::<MinMax<f64>>(&wide, run),
+                        fold_deferred::<MinMax<f64>>(&wide, run, head),
+                    );
+                    assert_eq!((c.argmin, c.argmax), (d.argmin, d.argmax));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn runs_past_the_f32_fit_take_f64_in_pieces() {
+        // A spread of 2^61 does not fit; the f64 pieces give the two-pass moments.
+        let xs: Vec<f32> = (0..32).map(|i| (i as f32 - 15.5) * 1.5e17).collect();
+        let m = fold::<Summary<f32>>(&xs, 32).moments;
+        let wide: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
+        let mean = wide.iter().sum::<f64>() / 32.0;
+        let m2: f64 = wide.iter().map(|x| (x - mean) * (x - mean)).sum();
+        assert_eq!(m.n, 32.0);
+        assert!((m.mean - mean).abs() <= 1e-9 * 1.5e17);
+        assert!((m.m2 - m2).abs() <= 1e-12 * m2);
+        // An infinity: the mean is infinite, the variance NaN; a NaN: both NaN.
+        let mut inf = xs.clone();
+        inf[3] = f32::INFINITY;
+        let m = fold::<Summary<f32>>(&inf, 32).moments;
+        assert!(m.mean == f64::INFINITY && m.m2.is_nan());
+        inf[9] = f32::NAN;
+        let m = fold::<Summary<f32>>(&inf, 32).moments;
+        assert!(m.mean.is_nan() && m.m2.is_nan());
+    }
+
     fn data() -> Vec<f32> {
         (0..1000)
             .map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 37.0)
@@ -223,6 +316,13 @@ mod tests {
         }
         let m = fold::<Welford<f32>>(&[1.0, f32::NEG_INFINITY, f32::INFINITY], 3);
         assert!(m.mean.is_nan());
+        // An infinite run merged with finite ones before and after it.
+        for run in [0, 1, 2] {
+            let m = fold::<Welford<f32>>(&[1.0, 3.0, f32::INFINITY, 2.0, 5.0, 7.0], run);
+            assert!(m.mean == f64::INFINITY && m.m2.is_nan(), "run {run}: {m:?}");
+            let m = fold::<Welford<f32>>(&[1.0, f32::NEG_INFINITY, 2.0, 5.0, f32::INFINITY], run);
+            assert!(m.mean.is_nan() && m.m2.is_nan(), "run {run}: {m:?}");
+        }
     }
 
     #[test]

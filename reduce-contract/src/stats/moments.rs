@@ -57,11 +57,15 @@ impl Moments {
         let f = b.n / n;
         Moments {
             n,
-            // Equal means stay (two infinite ones too, where `delta` is NaN).
+            // Equal means stay (two infinite ones too, where `delta` is NaN). An infinite `delta` (an
+            // infinite mean, or finite ones too far apart) takes the weighted sum, whose infinity (or NaN,
+            // for infinities of both signs) is IEEE's, where `a.mean + delta · f` would give ∞ − ∞.
             mean: if a.mean == b.mean {
                 a.mean
-            } else {
+            } else if delta.abs() < f64::INFINITY {
                 mul_add(delta, f, a.mean)
+            } else {
+                a.mean * (a.n / n) + b.mean * f
             },
             m2: mul_add(delta * delta * a.n, f, a.m2 + b.m2),
         }
@@ -95,8 +99,23 @@ impl Moments {
 
     /// [`of_run`](Self::of_run) in f64, by two passes about the mean: for f64 elements, and for a run of
     /// narrower ones that holds an infinity or a NaN (IEEE's results) or whose squares pass f32's range.
+    /// A run longer than [`PIECE`] (whose length is a multiple of it) goes in pieces merged in order, so
+    /// that a rare path inside a kernel's loop holds `PIECE` widened elements, not the whole run's.
     #[inline(always)]
     pub(crate) fn of_run_f64<T: Float>(len: usize, get: impl Fn(usize) -> T) -> Moments {
+        if len <= PIECE || !len.is_multiple_of(PIECE) {
+            return Moments::two_pass(len, get);
+        }
+        let mut m = Moments::default();
+        crate::each_index!(P < len / PIECE, {
+            m = Moments::merge(m, Moments::two_pass(PIECE, |i| get(P * PIECE + i)));
+        });
+        m
+    }
+
+    /// The moments of `len` elements by two passes in f64 about their mean.
+    #[inline(always)]
+    fn two_pass<T: Float>(len: usize, get: impl Fn(usize) -> T) -> Moments {
         let n = len as f64;
         let mut sum = 0.0f64;
         crate::each_index!(I < len, {
@@ -111,6 +130,9 @@ impl Moments {
         Moments { n, mean, m2 }
     }
 }
+
+/// Elements [`Moments::of_run_f64`] widens at a time.
+const PIECE: usize = 8;
 
 /// The sums of one pass over a run of f32 values (or narrower floats, widened exactly) about its first
 /// element `s`: `Σd` and `Σd²` with `d = x − s`, in four partial sums each so the dependent chains stay
@@ -143,27 +165,53 @@ impl Deviations {
         self.sd2[i % 4] = mul_add(d, d, self.sd2[i % 4]);
     }
 
+    /// Whether a run of at most 64 elements whose least and greatest values are `(lo, hi)` (NaN when it
+    /// holds a NaN) sums finitely in f32 about any of its elements: every element finite and every
+    /// deviation below 2^60 in size, so the 64 squares stay below 2^126. Otherwise the run takes
+    /// [`Moments::of_run_f64`].
+    #[inline(always)]
+    pub(crate) fn fit((lo, hi): (f32, f32)) -> bool {
+        hi - lo < (1u64 << 60) as f32
+    }
+
     /// The moments of the `len` elements added, or `None` when a sum is not finite: then some element is
     /// not (or the squares overflow), and the run takes [`Moments::of_run_f64`].
     #[inline(always)]
     pub(crate) fn moments(self, len: usize) -> Option<Moments> {
-        let (sd, sd2) = (self.sd, self.sd2);
-        let sd = (sd[0] + sd[1]) + (sd[2] + sd[3]);
-        let sd2 = (sd2[0] + sd2[1]) + (sd2[2] + sd2[3]);
+        let (sd, sd2) = (self.sum(), self.sum_of_squares());
         // (`Σd` is finite when `Σd²` is; testing both has both sums done before the branch, instead of
         // every deviation kept alive across it.)
         if !(sd2 < f32::INFINITY && sd.abs() < f32::INFINITY) {
             return None;
         }
+        Some(self.finite_moments(len))
+    }
+
+    /// The moments of the `len` elements added, from a run that [`fit`](Self::fit).
+    #[inline(always)]
+    pub(crate) fn finite_moments(self, len: usize) -> Moments {
+        let (sd, sd2) = (self.sum(), self.sum_of_squares());
         let n = len as f64;
         let m2 = mul_add(-sd, sd / len as f32, sd2);
         // Rounding may leave a tiny negative.
         let m2 = if m2 < 0.0 { 0.0 } else { m2 };
-        Some(Moments {
+        Moments {
             n,
             mean: self.s as f64 + sd as f64 / n,
             m2: m2 as f64,
-        })
+        }
+    }
+
+    #[inline(always)]
+    fn sum(&self) -> f32 {
+        let sd = self.sd;
+        (sd[0] + sd[1]) + (sd[2] + sd[3])
+    }
+
+    #[inline(always)]
+    fn sum_of_squares(&self) -> f32 {
+        let sd2 = self.sd2;
+        (sd2[0] + sd2[1]) + (sd2[2] + sd2[3])
     }
 }
 

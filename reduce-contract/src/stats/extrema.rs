@@ -113,8 +113,9 @@ impl Extrema {
         Extrema::fold_run_in(acc, len, get, true)
     }
 
+    /// [`fold_run`](Self::fold_run), or [`fold_run_deferred`](Self::fold_run_deferred) where `defer`.
     #[inline(always)]
-    fn fold_run_in<T: Float>(
+    pub(crate) fn fold_run_in<T: Float>(
         acc: Extrema,
         len: usize,
         get: impl Fn(usize) -> (T, u64),
@@ -152,7 +153,9 @@ impl Extrema {
 
 /// `get` with its elements widened to f32 (exact for elements of up to 4 bytes).
 #[inline(always)]
-fn widened<T: Float>(get: &impl Fn(usize) -> (T, u64)) -> impl Fn(usize) -> (f32, u64) + '_ {
+pub(crate) fn widened<T: Float>(
+    get: &impl Fn(usize) -> (T, u64),
+) -> impl Fn(usize) -> (f32, u64) + '_ {
     |i| {
         let (x, index) = get(i);
         (x.to_f32(), index)

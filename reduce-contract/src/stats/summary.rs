@@ -106,26 +106,13 @@ fn fold_run_in<T: Float>(
         } else {
             Moments::of_run_f64(len, |i| get(i).0)
         };
-        let extrema = extrema::settle(
-            acc.extrema,
-            len,
-            |i| {
-                let (x, index) = get(i);
-                (x.to_f32(), index)
-            },
-            bounds,
-            defer,
-        );
+        let extrema = extrema::settle(acc.extrema, len, extrema::widened(&get), bounds, defer);
         return SummaryAcc {
             moments: Moments::merge(acc.moments, run),
             extrema,
         };
     }
-    let extrema = if defer {
-        Extrema::fold_run_deferred(acc.extrema, len, &get)
-    } else {
-        Extrema::fold_run(acc.extrema, len, &get)
-    };
+    let extrema = Extrema::fold_run_in(acc.extrema, len, &get, defer);
     SummaryAcc {
         moments: Moments::merge(acc.moments, Moments::of_run(len, |i| get(i).0)),
         extrema,

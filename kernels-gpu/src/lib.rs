@@ -38,7 +38,8 @@
     asm_experimental_arch,
     stdarch_nvptx,
     gpu_intrinsics,
-    gpu_launch_sized_workgroup_mem
+    gpu_launch_sized_workgroup_mem,
+    stmt_expr_attributes
 )]
 // The entries (the `ptx-kernel` ABI, and names joined by `${concat}`) are only there with `builtin`.
 #![cfg_attr(feature = "builtin", feature(abi_ptx, macro_metavar_expr_concat))]

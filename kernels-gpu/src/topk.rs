@@ -2,13 +2,16 @@
 //! of the k selected. The rule, the keys and the order of the passes are the contract's
 //! ([`reduce_contract::topk`]); this holds the kernel bodies.
 //!
+//! - [`sample`] and [`sieve`], where the host starts with a sample: a key that about a few times k·(sample
+//!   / n) sampled elements reach, and one pass that buffers every element reaching it.
 //! - [`histogram`]: the first digit of every value key, per block in shared memory, then into the state;
 //!   and whether any two keys differ.
 //! - [`pick`]: one block scans a histogram from the top, finds the bucket of the k-th key, and decides
 //!   where the next [`level`] reads and whether it buffers.
-//! - [`split`] (after the first digit) and [`level`] (after the others): one pass over the input or a
-//!   candidate buffer ([`Pass`]): selects what lies above the chosen bucket, counts the chosen bucket's
-//!   entries by their next digit (and their index's top digit), and copies them to the other buffer.
+//! - [`split`] (after the first digit) and [`level`] (after the others, and after the first where the
+//!   sieve's buffer holds the candidates): one pass over the input or a candidate buffer ([`Pass`]):
+//!   selects what lies above the chosen bucket, counts the chosen bucket's entries by their next digit
+//!   (and their index's top digit), and copies them to the other buffer.
 //! - [`fill`]: the answer when every key is equal, the first k elements.
 //! - [`sort`] (k ≤ [`SORT_TILE`]): one block sorts the selected pairs in shared memory and writes the
 //!   results; [`sort_block`], [`merge`] and [`gather`] for larger k: sorted runs of [`SORT_TILE`], merged
@@ -16,8 +19,10 @@
 use crate::op::Plus;
 use reduce_contract::params::TopKParams;
 use reduce_contract::topk::{
-    ALL_EQUAL, BUCKETS, DIGIT_BITS, FROM_INPUT, MERGE_ITEMS, PENDING, RUNNING, SELECTED, SORT_TILE,
-    STAGE, State, THREADS, TopKElement, before, composite, digit, same_above, value_key,
+    ALL_EQUAL, BUCKETS, DIGIT_BITS, FROM_INPUT, MERGE_ITEMS, PENDING, RUNNING, SAMPLE,
+    SAMPLE_HEADER, SAMPLE_MOST, SAMPLE_THREADS, SELECTED, SORT_TILE, STAGE, State, THREADS,
+    TopKElement, before, composite, digit, same_above, sample_position, sample_target, sieve_holds,
+    value_key,
 };
 
 use crate::arch::{self, block_dim, global_thread_idx, grid_threads, lane_id, thread_idx};
@@ -112,19 +117,32 @@ struct Stage {
     indices: *mut u64,
     /// Pairs staged (the same in every lane).
     len: u32,
-    /// The output's counter and arrays.
+    /// The output's counter and arrays, and the entries the arrays hold: pairs the counter hands out past
+    /// them are counted but not written (the sieve's overflow, which makes it step aside).
     counter: *mut u64,
     out_keys: *mut u64,
     out_indices: *mut u64,
+    room: u64,
+    /// The counter has passed `room`: later stages are dropped without an atomic (the count already
+    /// says the output overflowed; a misjudged sieve would otherwise add on one word for the rest of the
+    /// input).
+    full: bool,
 }
 
 impl Stage {
-    /// Stage `i` (0 or 1) of this warp, at `base`: `2 · warps` stages of `STAGE` pairs.
+    /// Stage `i` (0 or 1) of this warp, at `base`: `2 · warps` stages of `STAGE` pairs, going out to
+    /// `out`, `room` pairs long.
     ///
     /// # Safety
     /// `base` valid shared memory for the stages of every warp of the block.
     #[inline(always)]
-    unsafe fn new(base: *mut u64, i: u32, counter: *mut u64, out: (*mut u64, *mut u64)) -> Self {
+    unsafe fn new(
+        base: *mut u64,
+        i: u32,
+        counter: *mut u64,
+        out: (*mut u64, *mut u64),
+        room: u64,
+    ) -> Self {
         let at = (2 * arch::warp_id() + i) * 2 * STAGE;
         // SAFETY: inside the stages (caller).
         let keys = unsafe { base.add(at as usize) };
@@ -136,13 +154,15 @@ impl Stage {
             counter,
             out_keys: out.0,
             out_indices: out.1,
+            room,
+            full: false,
         }
     }
 
     /// Appends `(key, index)` from each lane where `keep`.
     ///
     /// # Safety
-    /// The whole warp calls it together; the output has room for every pair the counter hands out.
+    /// The whole warp calls it together; the output valid for `room` pairs.
     #[inline(always)]
     unsafe fn push(&mut self, keep: bool, key: u64, index: u64) {
         // SAFETY: the whole warp is here (caller).
@@ -169,6 +189,12 @@ impl Stage {
         }
         // SAFETY: the whole warp (caller): the lanes' shared writes are seen by every lane after this.
         unsafe { warp::sync_warp(FULL_MASK) };
+        if self.full {
+            // SAFETY: the whole warp; no lane reads the stage here.
+            unsafe { warp::sync_warp(FULL_MASK) };
+            self.len = 0;
+            return;
+        }
         let mut base = 0u64;
         if lane_id() == 0 {
             // SAFETY: a valid global counter (caller).
@@ -176,9 +202,10 @@ impl Stage {
         }
         // SAFETY: the whole warp.
         let base = unsafe { shfl_idx(base, 0, 32, FULL_MASK) };
+        self.full = base + self.len as u64 > self.room;
         let mut j = lane_id();
-        while j < self.len {
-            // SAFETY: j < len staged pairs; the output has room (caller).
+        while j < self.len && base + (j as u64) < self.room {
+            // SAFETY: j < len staged pairs; at < room, inside the output (caller).
             unsafe {
                 let at = (base + j as u64) as usize;
                 self.out_keys
@@ -272,10 +299,20 @@ fn first_width<T: TopKElement>(p: &TopKParams<T>) -> u32 {
 /// differ.
 ///
 /// # Safety
-/// `p.input` valid for `p.n` reads, `p.state` zeroed; `4 << first_bits` bytes
+/// `p.input` valid for `p.n` reads, the state's `first` and `mixed` zeroed; `4 << first_bits` bytes
 /// of dynamic shared memory; a grid of whole warps.
 #[inline(always)]
 pub unsafe fn histogram<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
+    // Uniform across the grid: the sieve's buffer already holds every element the select needs.
+    if sieve_holds(
+        state!(p, sampled),
+        state!(p, candidates)[0],
+        p.k,
+        p.n,
+        p.capacity,
+    ) {
+        return;
+    }
     let width = first_width(&p);
     let buckets = 1usize << width;
     // SAFETY: 4 << first_bits bytes of dynamic shared memory (caller).
@@ -327,6 +364,384 @@ pub unsafe fn histogram<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) 
     }
 }
 
+/// Whether the sieve takes the element of value key `key` at `index`: a key above `key_above`, or equal to
+/// it at an index below `limit`. The elements taken are those whose composite keys reach
+/// `(key_above, limit − 1)` (or pass `key_above` when `limit` is 0): the best ones, whatever the limit.
+/// Keys compared in 32-bit arithmetic where they fit.
+#[inline(always)]
+fn sieve_takes<T: TopKElement>(key: u64, index: u64, key_above: u64, limit: u64) -> bool {
+    let (above, equal) = if T::KEY_BYTES <= 4 {
+        (
+            key as u32 > key_above as u32,
+            key as u32 == key_above as u32,
+        )
+    } else {
+        (key > key_above, key == key_above)
+    };
+    above || (equal && index < limit)
+}
+
+/// The value key of sampled element `s` ([`sample_position`]).
+///
+/// # Safety
+/// `s < SAMPLE ≤ p.n`; `p.input` valid for `p.n` reads.
+#[inline(always)]
+unsafe fn sampled_key<T: TopKElement>(p: &TopKParams<T>, s: u64) -> u64 {
+    // SAFETY: sample_position(s, n) < n (caller).
+    value_key(
+        unsafe { element(p, sample_position(s, p.n)) },
+        p.largest != 0,
+    )
+}
+
+/// Reads [`SAMPLE`] elements spread over the input and chooses what `sieve` buffers (`state.sieve_key`,
+/// `state.sieve_limit`, see [`sieve_takes`]): about the [`sample_target`] greatest sampled elements' share
+/// of the input. The target-th greatest sampled key is found as `pick` finds its bucket, in two rounds (its
+/// first digit, then the [`DIGIT_BITS`] below it), and cut to those digits:
+/// - where at most [`SAMPLE_MOST`] sampled keys reach the cut key, the sieve takes every element at or
+///   above it;
+/// - where more do, but every sampled key in its bucket is one value (repeated values, NaN), the sieve
+///   takes the elements above that value and those equal to it up to the position of the sampled one
+///   that reaches the target: composite keys, so ties cost no more than distinct values;
+/// - otherwise (a narrow band of distinct values, or ties of 8-byte keys, which the short keys kept
+///   cannot tell from one) nothing, and the histogram runs.
+///
+/// One block.
+///
+/// # Safety
+/// `p.input` valid for `p.n ≥ SAMPLE` reads; `p.state` zeroed; one block of [`SAMPLE_THREADS`] threads
+/// with [`sample_shared`](reduce_contract::topk::sample_shared) bytes of dynamic shared memory for
+/// `p.first_bits`.
+#[inline(always)]
+pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
+    let width = first_width(&p);
+    let lower = key_bits::<T>() - width;
+    let second = DIGIT_BITS.min(lower);
+    let target = sample_target(p.n, p.k);
+    // SAFETY: the shared memory (caller): the block scan's slots, three words at 512 that carry a round's
+    // choice to the block, then the counters (later the warps' extremes and votes).
+    let (words, counts) = unsafe {
+        let base = arch::shared::<u8>();
+        (
+            base.add(512).cast::<u64>(),
+            base.add(SAMPLE_HEADER as usize).cast::<u32>(),
+        )
+    };
+    // SAFETY: shared memory.
+    let window = unsafe { arch::shared_window(counts) };
+    // SAFETY: the counters as zeroed and filled below, at most `1 << width` of them.
+    let read = |b: usize| unsafe { counts.add(b).read() } as u64;
+    // Finds the bucket of `wanted` among `buckets` counters and gives the whole block its
+    // `(bucket, above, count)`; `u64::MAX` as the bucket where the counts do not reach `wanted`.
+    let choose = |buckets: usize, wanted: u64| {
+        let carry = |b: usize, above: u64, count: u64| {
+            // SAFETY: the three words, one writer.
+            unsafe {
+                words.write(b as u64);
+                words.add(1).write(above);
+                words.add(2).write(count);
+            }
+        };
+        // SAFETY: the whole block calls `choose`: the barriers order the counts before `locate`
+        // reads them, and the words' writes before the block reads them; thread 0's mark goes before
+        // the first barrier, and every thread has read the words before the next call's mark (the
+        // counts are zeroed and filled, with barriers, between two calls).
+        unsafe {
+            if thread_idx() == 0 {
+                words.write(u64::MAX);
+            }
+            arch::sync_threads();
+            locate(buckets, wanted, read, carry);
+            arch::sync_threads();
+            (words.read(), words.add(1).read(), words.add(2).read())
+        }
+    };
+    // This thread's sampled keys, `t, t + SAMPLE_THREADS, …`, every load issued before the first count
+    // (unrolled: the array is registers), each kept as its top 32 bits (`short`): all of a key of up to 4
+    // bytes, and both digits of an 8-byte one (sixteen whole 8-byte keys took the kernel to 128
+    // registers, the most a block of 512 threads may have).
+    const EACH: usize = (SAMPLE / SAMPLE_THREADS as u64) as usize;
+    let kept = key_bits::<T>().min(32);
+    let short = |key: u64| (key >> (key_bits::<T>() - kept)) as u32;
+    let mut keys = [0u32; EACH];
+    reduce_contract::each_index!(J < EACH, {
+        // SAFETY: t + J · SAMPLE_THREADS < SAMPLE ≤ n (a block of SAMPLE_THREADS, caller).
+        keys[J] = short(unsafe {
+            sampled_key(
+                &p,
+                thread_idx() as u64 + (J * SAMPLE_THREADS as usize) as u64,
+            )
+        });
+    });
+    // Round one: every sampled key's first digit.
+    // SAFETY: `1 << width` counters; the whole block.
+    unsafe { zero_shared(counts, 1 << width) };
+    reduce_contract::each_index!(J < EACH, {
+        // SAFETY: the whole warp; a key's top `width` bits index the counters.
+        unsafe { tally(window, keys[J] >> (kept - width), true) };
+    });
+    let (first, above, count) = choose(1 << width, target);
+    // Uniform across the block: the sample has fewer than `target` keys (not where `samples` holds).
+    if first == u64::MAX {
+        return;
+    }
+    // The cut key, the bits below its digits, the sampled keys above its bucket and in it.
+    let (cut, below, above, count) = if second == 0 {
+        (first << lower, lower, above, count)
+    } else {
+        // Round two: the next digit of the sampled keys in the chosen first bucket.
+        let below = lower - second;
+        // SAFETY: `1 << second ≤ BUCKETS` counters; the whole block, past `choose`'s last barrier.
+        unsafe { zero_shared(counts, 1 << second) };
+        // Where the digits are in the short keys.
+        let (short_lower, short_below) = (kept - width, kept - width - second);
+        reduce_contract::each_index!(J < EACH, {
+            let digit = (keys[J] >> short_below) & ((1 << second) - 1);
+            // SAFETY: the whole warp; a digit of `second` bits indexes the counters.
+            unsafe { tally(window, digit, (keys[J] >> short_lower) as u64 == first) };
+        });
+        let (digit, at, count) = choose(1 << second, target - above);
+        (first << lower | digit << below, below, above + at, count)
+    };
+    if above + count <= SAMPLE_MOST {
+        if thread_idx() == 0 {
+            // Every element at or above the cut key (the cut key is not 0: all SAMPLE reach 0).
+            set_state!(p, sieve_key, cut - 1);
+            set_state!(p, sieve_limit, 0);
+            set_state!(p, sampled, 1);
+        }
+        return;
+    }
+    // Many sampled keys share the cut key's digits: are they one value? (Known from the short keys only
+    // where they are whole: 8-byte keys step aside.)
+    if T::KEY_BYTES > 4 {
+        return;
+    }
+    let warp_id = arch::warp_id() as usize;
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    reduce_contract::each_index!(J < EACH, {
+        let key = keys[J] as u64;
+        if key >> below == cut >> below {
+            lo = lo.min(key);
+            hi = hi.max(key);
+        }
+    });
+    // SAFETY: whole warps; then the warps' extremes in the counters' place (32 + 32 words, past
+    // `choose`'s last barrier), and the barrier before anyone reads them.
+    unsafe {
+        let (lo, hi) = (
+            warp::min_u64(lo, 32, FULL_MASK),
+            !warp::min_u64(!hi, 32, FULL_MASK),
+        );
+        let extremes = counts.cast::<u64>();
+        if lane_id() == 0 {
+            extremes.add(warp_id).write(lo);
+            extremes.add(32 + warp_id).write(hi);
+        }
+        arch::sync_threads();
+    }
+    let warps = (SAMPLE_THREADS / 32) as usize;
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for w in 0..warps {
+        // SAFETY: written before the barrier above.
+        unsafe {
+            lo = lo.min(counts.cast::<u64>().add(w).read());
+            hi = hi.max(counts.cast::<u64>().add(32 + w).read());
+        }
+    }
+    // Uniform: distinct values in a narrow band; the sieve would take too many.
+    if lo != hi {
+        return;
+    }
+    // One value: the sieve takes the elements above it, and those equal to it at positions up to the
+    // `want`-th sampled one (in sample order, which is position order): then `above + want = target`
+    // sampled composite keys reach the sieve's least.
+    let want = target - above;
+    // SAFETY: each warp's vote of each round in the counters' place, past the extremes (64 words), and
+    // the barrier before warp 0 reads them.
+    let votes = unsafe { counts.add(128) };
+    reduce_contract::each_index!(J < EACH, {
+        // SAFETY: the whole warp; one writer per vote.
+        unsafe {
+            let vote = warp::ballot(FULL_MASK, keys[J] as u64 == lo);
+            if lane_id() == 0 {
+                votes.add(J * warps + warp_id).write(vote);
+            }
+        }
+    });
+    // SAFETY: every thread reaches this barrier: the votes are complete.
+    unsafe { arch::sync_threads() };
+    if warp_id != 0 {
+        return;
+    }
+    let mut before = 0u64;
+    for j in 0..EACH {
+        // Lane w holds warp w's vote of round j: samples j · SAMPLE_THREADS + 32 w + bit.
+        let lane = lane_id() as usize;
+        // SAFETY: written before the barrier above, for lane < warps.
+        let vote = if lane < warps {
+            unsafe { votes.add(j * warps + lane).read() }
+        } else {
+            0
+        };
+        let ones = vote.count_ones() as u64;
+        // SAFETY: the whole of warp 0.
+        let (ahead, total) = unsafe { Tile::<32>::new().scan::<Plus<u64>>(ones) };
+        let ahead = before + ahead;
+        if ahead < want && want <= ahead + ones {
+            // The (want − ahead)-th vote of this lane's warp, from its lowest lane.
+            let mut rest = vote;
+            for _ in 1..want - ahead {
+                rest &= rest - 1;
+            }
+            let s = (j * SAMPLE_THREADS as usize + 32 * lane) as u64 + rest.trailing_zeros() as u64;
+            set_state!(p, sieve_key, lo);
+            set_state!(p, sieve_limit, sample_position(s, p.n) + 1);
+            set_state!(p, sampled, 1);
+        }
+        before += total;
+    }
+}
+
+/// Copies every element the sample's rule takes ([`sieve_takes`]) to candidate buffer 0,
+/// and counts them by their first digit into `state.sieved`: the one read of the input where the sample
+/// holds ([`sieve_holds`]), which the first histogram and `split` then skip. The hot loop is the key, one
+/// compare and one vote per element.
+///
+/// # Safety
+/// `p.input` valid for `p.n` reads; the state as `sample` left it; [`LEVEL_SHARED`] bytes of dynamic
+/// shared memory; candidate buffer 0 valid for `p.capacity` entries; a grid of whole warps.
+#[inline(always)]
+pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
+    // Uniform across the grid.
+    if state!(p, sampled) == 0 {
+        return;
+    }
+    let (key_above, limit) = (state!(p, sieve_key), state!(p, sieve_limit));
+    let width = first_width(&p);
+    // The least first digit of a key the sieve takes (the key above it's, or its own with a limit).
+    let low = top_digit::<T>(key_above + (limit == 0) as u64, width);
+    // The first digits from `low` up that a block counts in shared memory; digits higher still (far
+    // above the sample's key, rare) go to the state one atomic each.
+    let span = ((1u32 << width) - low).min(BUCKETS as u32);
+    // SAFETY: LEVEL_SHARED bytes (caller): the histograms' place, then the warps' areas; the whole block.
+    let (window, stages, mut pending) = unsafe {
+        let counts = arch::shared::<u32>();
+        zero_shared(counts, BUCKETS);
+        let (stages, pending) = warp_areas(counts);
+        (arch::shared_window(counts), stages, pending)
+    };
+    // SAFETY: a field of the valid state.
+    let sieved = unsafe { (&raw mut (*p.state).sieved).cast::<u64>() };
+    // SAFETY: this warp's stage; buffer 0 holds `capacity` (caller), and the stage writes no further.
+    let mut kept =
+        unsafe { Stage::new(stages, 0, candidates(p.state, 0), buffer(&p, 0), p.capacity) };
+    let drain = #[inline(always)]
+    |pending: &mut Pending, kept: &mut Stage| {
+        // Inlined by force: a closure call in the drain's loop would put the pass's state in local memory.
+        let handle = #[inline(always)]
+        |key, index, valid| {
+            // A valid key is taken, so its first digit is at least `low`.
+            let d = top_digit::<T>(key, width).wrapping_sub(low);
+            let near = d < span;
+            // SAFETY: the whole warp (`drain` calls it so); d < span ≤ BUCKETS counters where counted;
+            // the state's `sieved` holds every first digit.
+            unsafe {
+                tally(window, d, valid && near);
+                if valid && !near {
+                    arch::atomic_add_u64(sieved.add((d + low) as usize), 1);
+                }
+                kept.push(valid, key, index);
+            }
+        };
+        // SAFETY: the whole warp (every caller below is warp-uniform).
+        unsafe { pending.drain(handle) }
+    };
+    let largest = p.largest != 0;
+    // SAFETY: the input (caller); `add` and `drain` run warp-uniformly inside `for_each`.
+    unsafe {
+        thread::for_each(
+            p.input,
+            p.n,
+            global_thread_idx(),
+            grid_threads(),
+            |x, i, ok| {
+                let key = value_key(x, largest);
+                if pending.add(ok && sieve_takes::<T>(key, i, key_above, limit), key, i) {
+                    core::hint::cold_path();
+                    drain(&mut pending, &mut kept);
+                }
+            },
+        );
+        drain(&mut pending, &mut kept);
+        kept.flush();
+        flush_shared(
+            arch::shared::<u32>(),
+            sieved.add(low as usize),
+            span as usize,
+        );
+    }
+}
+
+/// Finds the bucket where the count from the top of `buckets` counters (`read(b)`, the greatest bucket
+/// last) reaches `wanted`, and calls `found(bucket, above, count)` in the one lane that holds it
+/// (`above < wanted ≤ above + count`, `above` counted in the buckets above it); nowhere if the counts do
+/// not reach `wanted`. It waits for the block before it calls `found`, so `found` may write what the block
+/// read before the call.
+///
+/// Warp w holds `chunk` buckets (whole rounds of 32) from the top down, bucket `top − 1 − 32 r − lane` in
+/// round r: coalesced loads, and a block scan of the warps' totals gives the count above each chunk.
+///
+/// # Safety
+/// The whole block calls it, converged, with the block scan's shared memory; `read(b)` may be called for
+/// every `b < buckets`.
+#[inline(always)]
+unsafe fn locate(
+    buckets: usize,
+    wanted: u64,
+    read: impl Fn(usize) -> u64,
+    mut found: impl FnMut(usize, u64, u64),
+) {
+    let warps = (block_dim() / 32).max(1) as usize;
+    let lane = lane_id() as usize;
+    let chunk = buckets.div_ceil(warps).next_multiple_of(32);
+    let top = buckets.saturating_sub(arch::warp_id() as usize * chunk);
+    let bottom = top.saturating_sub(chunk);
+    let rounds = (top - bottom).div_ceil(32);
+    let bucket = |r: usize| {
+        let b = (top - bottom).wrapping_sub(1 + 32 * r + lane);
+        // bottom + b < top ≤ buckets: inside the counters.
+        (b < top - bottom).then(|| (bottom + b, read(bottom + b)))
+    };
+    let mut mine = 0u64;
+    for r in 0..rounds {
+        mine += bucket(r).map_or(0, |(_, c)| c);
+    }
+    let warp = Tile::<32>::new();
+    // SAFETY: whole warps, converged; then the whole block, with the scan's shared memory (caller).
+    let (warp_above, warp_total) = unsafe {
+        let (_, warp_total) = warp.scan::<Plus<u64>>(mine);
+        let (above, _) = block_scan::exclusive_scan::<Plus<u64>>(mine);
+        (warp.shfl(above, 0), warp_total)
+    };
+    // SAFETY: every thread reaches this barrier (the block's reads before the call are done).
+    unsafe { arch::sync_threads() };
+    if warp_above < wanted && wanted <= warp_above + warp_total {
+        // This warp's chunk holds the boundary: find its bucket round by round.
+        let mut above = warp_above;
+        for r in 0..rounds {
+            let (b, count) = bucket(r).unwrap_or((0, 0));
+            // SAFETY: the whole warp (the condition above is the same in every lane).
+            let (before, total) = unsafe { warp.scan::<Plus<u64>>(count) };
+            let before = above + before;
+            if count > 0 && before < wanted && wanted <= before + count {
+                found(b, before, count);
+            }
+            above += total;
+        }
+    }
+}
+
 /// Finds the bucket of the level's digit in which the k-th greatest composite key lies, extends the
 /// prefix with it, decides where the level's pass reads and whether it buffers, and zeroes the counts
 /// that pass fills. One block.
@@ -350,16 +765,32 @@ pub unsafe fn pick<T: TopKElement>(p: TopKParams<T>) {
     let ib = p.index_bits;
     let (least, greatest) = (!state!(p, not_least), state!(p, greatest));
     let previous = state!(p, shift);
+    // The first digit's counts are the sieve's where it holds (every element that can be among the k is
+    // in candidate buffer 0), else the first histogram's.
+    let sieved = p.level == 0
+        && sieve_holds(
+            state!(p, sampled),
+            state!(p, candidates)[0],
+            p.k,
+            p.n,
+            p.capacity,
+        );
     let (counts, shift, width, prefix, wanted) = if p.level == 0 {
-        if state!(p, mixed) == 0 {
+        if !sieved && state!(p, mixed) == 0 {
             if t == 0 {
                 set_state!(p, done, ALL_EQUAL);
             }
             return;
         }
         let width = first_width(&p);
-        // SAFETY: a field of the valid state (caller).
-        let first = unsafe { (&raw const (*p.state).first).cast::<u64>() };
+        // SAFETY: fields of the valid state (caller).
+        let first = unsafe {
+            if sieved {
+                (&raw const (*p.state).sieved).cast::<u64>()
+            } else {
+                (&raw const (*p.state).first).cast::<u64>()
+            }
+        };
         (first, key_bits::<T>() + ib - width, width, 0u128, p.k)
     } else if least == greatest && previous > ib {
         // One value key in the whole bucket: its remaining key digits are known; go to the index's.
@@ -380,73 +811,46 @@ pub unsafe fn pick<T: TopKElement>(p: TopKParams<T>) {
         let prefix = (state!(p, prefix)[1] as u128) << 64 | state!(p, prefix)[0] as u128;
         (next, previous - width, width, prefix, state!(p, remaining))
     };
-    // Warp w holds `chunk` buckets (whole rounds of 32) from the top down, bucket `top − 1 − 32 r − lane`
-    // in round r: coalesced loads, and a block scan of the warps' totals gives the count above each chunk.
-    let buckets = 1usize << width;
-    let warps = (block_dim() / 32).max(1) as usize;
-    let lane = lane_id() as usize;
-    let chunk = buckets.div_ceil(warps).next_multiple_of(32);
-    let top = buckets.saturating_sub(arch::warp_id() as usize * chunk);
-    let bottom = top.saturating_sub(chunk);
-    let rounds = (top - bottom).div_ceil(32);
-    let read = |r: usize| {
-        let b = (top - bottom).wrapping_sub(1 + 32 * r + lane);
-        // SAFETY: bottom + b < top ≤ buckets, inside the histogram.
-        (b < top - bottom).then(|| (bottom + b, unsafe { counts.add(bottom + b).read() }))
-    };
-    let mut mine = 0u64;
-    for r in 0..rounds {
-        mine += read(r).map_or(0, |(_, c)| c);
-    }
-    let warp = Tile::<32>::new();
-    // SAFETY: whole warps, converged; then the whole block, with the scan's shared memory (caller).
-    let (warp_above, warp_total) = unsafe {
-        let (_, warp_total) = warp.scan::<Plus<u64>>(mine);
-        let (above, _) = block_scan::exclusive_scan::<Plus<u64>>(mine);
-        (warp.shfl(above, 0), warp_total)
-    };
-    // SAFETY: every thread reaches this barrier (all reads of the state above are done).
-    unsafe { arch::sync_threads() };
-    if warp_above < wanted && wanted <= warp_above + warp_total {
-        // This warp's chunk holds the boundary: find its bucket round by round.
-        let mut above = warp_above;
-        for r in 0..rounds {
-            let (b, count) = read(r).unwrap_or((0, 0));
-            // SAFETY: the whole warp (the condition above is the same in every lane).
-            let (before, total) = unsafe { warp.scan::<Plus<u64>>(count) };
-            let before = above + before;
-            if count > 0 && before < wanted && wanted <= before + count {
-                // The one lane whose bucket holds the boundary writes the decisions.
-                let left = wanted - before;
-                let take_all = count == left;
-                let source = if p.level == 0 {
-                    FROM_INPUT
-                } else if state!(p, capture) != 0 {
-                    destination(state!(p, source))
-                } else {
-                    state!(p, source)
-                };
-                let capture = !take_all && (source != FROM_INPUT || count <= p.capacity);
-                let prefix = prefix | (b as u128) << shift;
-                set_state!(p, prefix, [prefix as u64, (prefix >> 64) as u64]);
-                set_state!(p, remaining, left);
-                set_state!(p, shift, shift);
-                set_state!(p, width, width);
-                set_state!(p, bucket, b as u32);
-                set_state!(p, source, source);
-                set_state!(p, capture, capture as u32);
-                set_state!(p, take_all, take_all as u32);
-                set_state!(p, next_width, DIGIT_BITS.min(shift));
-                set_state!(p, not_least, 0);
-                set_state!(p, greatest, 0);
-                if capture {
-                    // SAFETY: the state is valid.
-                    unsafe { candidates(p.state, destination(source) as usize - 1).write(0) };
-                }
-            }
-            above += total;
+    let found = |b: usize, before: u64, count: u64| {
+        // The one lane whose bucket holds the boundary writes the decisions.
+        let left = wanted - before;
+        let take_all = count == left;
+        let source = if p.level == 0 {
+            if sieved { 1 } else { FROM_INPUT }
+        } else if state!(p, capture) != 0 {
+            destination(state!(p, source))
+        } else {
+            state!(p, source)
+        };
+        let capture = !take_all && (source != FROM_INPUT || count <= p.capacity);
+        let prefix = prefix | (b as u128) << shift;
+        set_state!(p, prefix, [prefix as u64, (prefix >> 64) as u64]);
+        set_state!(p, remaining, left);
+        set_state!(p, shift, shift);
+        set_state!(p, width, width);
+        set_state!(p, bucket, b as u32);
+        set_state!(p, source, source);
+        set_state!(p, capture, capture as u32);
+        set_state!(p, take_all, take_all as u32);
+        set_state!(p, next_width, DIGIT_BITS.min(shift));
+        set_state!(p, not_least, 0);
+        set_state!(p, greatest, 0);
+        if capture {
+            // SAFETY: the state is valid.
+            unsafe { candidates(p.state, destination(source) as usize - 1).write(0) };
         }
-    }
+    };
+    // SAFETY: the whole block with the scan's shared memory (caller); `counts` holds `1 << width`
+    // counters; every read of the state above is done before `found` writes it (`locate` waits first).
+    unsafe {
+        locate(
+            1 << width,
+            wanted,
+            // b < 1 << width, inside the histogram.
+            |b| counts.add(b).read(),
+            found,
+        )
+    };
     // SAFETY: every thread reaches this barrier: the boundary's warp has read the counts before any are
     // zeroed.
     unsafe { arch::sync_threads() };
@@ -496,6 +900,94 @@ fn destination(source: u32) -> u32 {
     if source == 1 { 2 } else { 1 }
 }
 
+/// The warps' areas of a [`LEVEL_SHARED`](reduce_contract::topk::LEVEL_SHARED) layout whose two
+/// histograms start at `counts`: the stages of every warp (for [`Stage::new`]), and this warp's
+/// pending pairs.
+///
+/// # Safety
+/// `counts` the start of `LEVEL_SHARED` bytes of shared memory.
+#[inline(always)]
+unsafe fn warp_areas(counts: *mut u32) -> (*mut u64, Pending) {
+    // SAFETY: the stages follow the two histograms, the pending pairs the stages (LEVEL_SHARED): this
+    // warp's PENDING keys, then as many indices.
+    unsafe {
+        let stages = counts.add(2 * BUCKETS).cast::<u64>();
+        let warps = (THREADS / 32) as usize;
+        let keys = stages
+            .add(warps * 4 * STAGE as usize)
+            .add(arch::warp_id() as usize * 2 * PENDING as usize);
+        (
+            stages,
+            Pending {
+                keys,
+                indices: keys.add(PENDING as usize),
+                len: 0,
+            },
+        )
+    }
+}
+
+/// A warp's pairs set aside in shared memory as its lanes meet them, [`PENDING`] at most, to be handled
+/// in bulk: what a pass sets aside is rare on the input, and handling each pair where it is met would put
+/// the handling's code in the hot loop.
+struct Pending {
+    keys: *mut u64,
+    indices: *mut u64,
+    /// Pairs pending (the same in every lane).
+    len: u32,
+}
+
+impl Pending {
+    /// Sets aside `(key, index)` from each lane where `wanted`; returns whether the list is too full for
+    /// another round (then [`drain`](Self::drain) it).
+    ///
+    /// # Safety
+    /// The whole warp calls it together, and drains before another call when told.
+    #[inline(always)]
+    unsafe fn add(&mut self, wanted: bool, key: u64, index: u64) -> bool {
+        // SAFETY: the whole warp is here (caller).
+        let set = unsafe { warp::ballot(FULL_MASK, wanted) };
+        if set == 0 {
+            return false;
+        }
+        // SAFETY: len + popc ≤ PENDING (drained before it could pass, caller).
+        self.len = unsafe { put(self.keys, self.indices, self.len, set, wanted, key, index) };
+        self.len > PENDING - 32
+    }
+
+    /// Calls `f(key, index, valid)` on the pending pairs, a pair per lane in rounds of the whole warp
+    /// (`valid` false past the last), then empties the list.
+    ///
+    /// # Safety
+    /// The whole warp calls it together.
+    #[inline(always)]
+    unsafe fn drain(&mut self, mut f: impl FnMut(u64, u64, bool)) {
+        // SAFETY: the whole warp (caller): every lane's pending writes are seen by every lane after this.
+        unsafe { warp::sync_warp(FULL_MASK) };
+        let mut base = 0;
+        while base < self.len {
+            let j = base + lane_id();
+            let valid = j < self.len;
+            // SAFETY: j < len entries, written before the sync above.
+            let (key, index) = if valid {
+                unsafe {
+                    (
+                        self.keys.add(j as usize).read(),
+                        self.indices.add(j as usize).read(),
+                    )
+                }
+            } else {
+                (0, 0)
+            };
+            f(key, index, valid);
+            base += 32;
+        }
+        // SAFETY: the whole warp: every lane has read its entry before any lane refills the list.
+        unsafe { warp::sync_warp(FULL_MASK) };
+        self.len = 0;
+    }
+}
+
 /// What one pass over the chosen bucket's entries shares between its elements: the chosen digit, and
 /// where the pass puts what it finds (shared-memory counts, two warp stages, the least and greatest key).
 struct Pass {
@@ -511,11 +1003,7 @@ struct Pass {
     index_counts: u32,
     sure: Stage,
     kept: Stage,
-    /// This warp's [`PENDING`] keys, then indices.
-    pending_keys: *mut u64,
-    pending_indices: *mut u64,
-    /// Pairs pending (the same in every lane).
-    pending: u32,
+    pending: Pending,
     lo: u64,
     hi: u64,
 }
@@ -538,17 +1026,26 @@ impl Pass {
         // SAFETY: shared memory.
         let window = unsafe { arch::shared_window(counts) };
         let dst = destination(state!(p, source)) as usize - 1;
-        // SAFETY: the stages follow the histograms (LEVEL_SHARED); the state is valid; fewer than k pairs
-        // are selected before the last level, exactly k in all; at most `capacity` are buffered when
-        // `capture` (pick's rule).
-        let (sure, kept, pending_keys) = unsafe {
-            let stages = counts.add(2 * BUCKETS).cast::<u64>();
-            let warps = (THREADS / 32) as usize;
-            let pending = stages.add(warps * 4 * STAGE as usize);
+        // SAFETY: LEVEL_SHARED bytes (caller); the state is valid; fewer than k pairs are selected before
+        // the last level, exactly k in all; at most `capacity` are buffered when `capture` (pick's rule).
+        let (sure, kept, pending) = unsafe {
+            let (stages, pending) = warp_areas(counts);
             (
-                Stage::new(stages, 0, &raw mut (*p.state).count, (p.keys, p.indices)),
-                Stage::new(stages, 1, candidates(p.state, dst), buffer(p, dst)),
-                pending.add(arch::warp_id() as usize * 2 * PENDING as usize),
+                Stage::new(
+                    stages,
+                    0,
+                    &raw mut (*p.state).count,
+                    (p.keys, p.indices),
+                    p.k,
+                ),
+                Stage::new(
+                    stages,
+                    1,
+                    candidates(p.state, dst),
+                    buffer(p, dst),
+                    p.capacity,
+                ),
+                pending,
             )
         };
         Pass {
@@ -564,10 +1061,7 @@ impl Pass {
             index_counts: window + 4 * BUCKETS as u32,
             sure,
             kept,
-            pending_keys,
-            // SAFETY: inside this warp's pending pairs.
-            pending_indices: unsafe { pending_keys.add(PENDING as usize) },
-            pending: 0,
+            pending,
             lo: u64::MAX,
             hi: 0,
         }
@@ -581,25 +1075,8 @@ impl Pass {
     /// The whole warp calls it together.
     #[inline(always)]
     unsafe fn visit(&mut self, key: u64, index: u64, inside: bool, d: u32) {
-        let wanted = inside && d >= self.bucket;
-        // SAFETY: the whole warp is here (caller).
-        let set = unsafe { warp::ballot(FULL_MASK, wanted) };
-        if set == 0 {
-            return;
-        }
-        // SAFETY: pending + popc ≤ PENDING (drained below before it could pass).
-        self.pending = unsafe {
-            put(
-                self.pending_keys,
-                self.pending_indices,
-                self.pending,
-                set,
-                wanted,
-                key,
-                index,
-            )
-        };
-        if self.pending > PENDING - 32 {
+        // SAFETY: the whole warp is here (caller); drained when told.
+        if unsafe { self.pending.add(inside && d >= self.bucket, key, index) } {
             core::hint::cold_path();
             // SAFETY: the whole warp (the condition is the same in every lane).
             unsafe { self.drain() };
@@ -613,31 +1090,18 @@ impl Pass {
     /// The whole warp calls it together.
     #[inline(always)]
     unsafe fn drain(&mut self) {
-        // SAFETY: the whole warp (caller): every lane's pending writes are seen by every lane after this.
-        unsafe { warp::sync_warp(FULL_MASK) };
         let ib = self.index_bits;
         let index_width = DIGIT_BITS.min(ib);
-        let mut base = 0;
-        while base < self.pending {
-            let j = base + lane_id();
-            let valid = j < self.pending;
-            // SAFETY: j < pending entries, written before the sync above.
-            let (key, index) = if valid {
-                unsafe {
-                    (
-                        self.pending_keys.add(j as usize).read(),
-                        self.pending_indices.add(j as usize).read(),
-                    )
-                }
-            } else {
-                (0, 0)
-            };
+        let (shift, width, bucket, take_all) = (self.shift, self.width, self.bucket, self.take_all);
+        // Inlined by force: a closure call in the drain's loop would put the pass's state in local memory.
+        let handle = #[inline(always)]
+        |key, index, valid| {
             let c = composite(key, index, ib);
-            let d = digit(c, self.shift, self.width);
-            let select = valid && (d > self.bucket || (self.take_all && d == self.bucket));
-            let chosen = valid && !self.take_all && d == self.bucket;
-            // SAFETY: the whole warp is here; the stages' outputs have room (`new`); digits of
-            // `next_width`, `index_width` ≤ DIGIT_BITS bits index the counters.
+            let d = digit(c, shift, width);
+            let select = valid && (d > bucket || (take_all && d == bucket));
+            let chosen = valid && !take_all && d == bucket;
+            // SAFETY: the whole warp is here (`drain` calls it so); the stages' outputs have room
+            // (`new`); digits of `next_width`, `index_width` ≤ DIGIT_BITS bits index the counters.
             unsafe {
                 self.sure.push(select, key, index);
                 if warp::any(FULL_MASK, chosen) {
@@ -647,7 +1111,7 @@ impl Pass {
                     }
                     tally(
                         self.next_counts,
-                        digit(c, self.shift - self.next_width, self.next_width),
+                        digit(c, shift - self.next_width, self.next_width),
                         chosen,
                     );
                     if self.count_index {
@@ -660,11 +1124,9 @@ impl Pass {
                     self.kept.push(self.capture && chosen, key, index);
                 }
             }
-            base += 32;
-        }
-        // SAFETY: the whole warp: every lane has read its entry before any lane refills the pending pairs.
-        unsafe { warp::sync_warp(FULL_MASK) };
-        self.pending = 0;
+        };
+        // SAFETY: the whole warp (caller).
+        unsafe { self.pending.drain(handle) };
     }
 
     /// Copies out the stages and adds the block's counts and extremes into the state.
@@ -715,7 +1177,8 @@ fn top_digit<T: TopKElement>(key: u64, width: u32) -> u32 {
 /// whole warps.
 #[inline(always)]
 pub unsafe fn split<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
-    if state!(p, done) != RUNNING {
+    // After the sieve, the first digit's pass reads its buffer: `level`'s work.
+    if state!(p, done) != RUNNING || state!(p, source) != FROM_INPUT {
         return;
     }
     // SAFETY: the whole block (caller).
@@ -744,7 +1207,8 @@ pub unsafe fn split<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
 /// As [`split`], at any later level.
 #[inline(always)]
 pub unsafe fn level<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
-    if state!(p, done) != RUNNING {
+    // The first digit's pass over the input is `split`'s.
+    if state!(p, done) != RUNNING || (p.level == 0 && state!(p, source) == FROM_INPUT) {
         return;
     }
     // SAFETY: the whole block (caller).

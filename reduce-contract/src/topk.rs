@@ -11,7 +11,17 @@
 //!
 //! # The passes (device-wide)
 //! A most-significant-digit radix select over the composite keys that reads the input twice on most data
-//! (AIR top-k's adaptive buffer, in outline):
+//! (AIR top-k's adaptive buffer, in outline), or once where a sample bounds the answer:
+//! 0. Where [`samples`] says so (large inputs, k small beside n), `sample` reads [`SAMPLE`] elements spread
+//!    over the input and takes a bound on composite keys that about [`sample_target`] of them reach: a
+//!    value key, or where the sample's best elements tie (keys of up to 4 bytes), one value up to a
+//!    position. Fewer than k
+//!    elements of the input reaching it is unlikely. `sieve` then reads the input once and copies every
+//!    element that reaches it to candidate buffer 0, counting them by their first digit. Where at
+//!    least k and at most [`capacity`] did ([`sieve_holds`]), the select goes on from those counts
+//!    and that buffer, and the first histogram and the second read of the input are skipped; where not
+//!    (a sample that misjudged the input), the passes below run as if no sample had been taken. Either
+//!    way the answer is the same: the sample decides only how fast it comes.
 //! 1. `histogram` counts the top [`first_bits`] bits of every value key (32768 buckets in shared memory
 //!    where the device has room), and the least and greatest key. Equal least and greatest keys mean every
 //!    element ties: the answer is the first k indices (`fill`), one read in all.
@@ -48,13 +58,15 @@ pub const SORT_TILE: u64 = (THREADS * SORT_ITEMS) as u64;
 /// Outputs each thread of a merge pass writes.
 pub const MERGE_ITEMS: u64 = 8;
 
-/// Pairs each warp of `level` stages in shared memory before it copies them out with one atomic.
+/// Pairs each warp of `split`, `level` and `sieve` stages in shared memory before it copies them out with
+/// one atomic.
 pub const STAGE: u32 = 64;
-/// Pairs each warp of `level` sets aside in shared memory as it meets them, to handle in bulk: elements
-/// at or above the chosen bucket are rare on the input, and handling each where it is met would put the
+/// Pairs each warp of `split`, `level` and `sieve` sets aside in shared memory as it meets them, to handle
+/// in bulk: elements at or above the chosen bucket (or the sieve's bound) are rare on the input, and handling each where it is met would put the
 /// handling's code in the hot loop.
 pub const PENDING: u32 = 128;
-/// The shared memory `split` and `level` need with blocks of [`THREADS`]: two histograms of [`BUCKETS`]
+/// The shared memory `split`, `level` and `sieve` need with blocks of [`THREADS`] (`sieve` uses one of
+/// the histograms and one stage a warp): two histograms of [`BUCKETS`]
 /// `u32` counters, then per warp two stages of [`STAGE`] pairs and the [`PENDING`] pairs (16 bytes each).
 pub const LEVEL_SHARED: u32 =
     (2 * BUCKETS * 4) as u32 + (THREADS / 32) * (2 * STAGE + PENDING) * 16;
@@ -70,12 +82,12 @@ pub const ALL_EQUAL: u32 = 2;
 pub const FROM_INPUT: u32 = 0;
 
 /// The first digit's width for a device whose blocks may have `shared_bytes` of shared memory: the most
-/// bits, at most [`FIRST_BITS`], whose `u32` counters fit with room to spare. A wide first digit is what
+/// bits, at most [`FIRST_BITS`], whose `u32` counters fit with room to spare (the [`SAMPLE_HEADER`]). A wide first digit is what
 /// keeps the chosen bucket small on narrow distributions (U[0, 1) puts an eighth of its elements in one
 /// 11-bit bucket, 1/256 in one 15-bit bucket).
 pub const fn first_bits(shared_bytes: u32) -> u32 {
     let mut bits = FIRST_BITS;
-    while bits > DIGIT_BITS && (4u32 << bits) + 1024 > shared_bytes {
+    while bits > DIGIT_BITS && (4u32 << bits) + SAMPLE_HEADER > shared_bytes {
         bits -= 1;
     }
     bits
@@ -87,6 +99,55 @@ pub const fn capacity(n: u64) -> u64 {
     let c = n / 8;
     let c = if c < 4096 { 4096 } else { c };
     if c < n { c } else { n }
+}
+
+/// Threads of the `sample` block: 512, so that ptxas may give each the registers its 16 loads in flight
+/// take (80 on sm_75; a block of 1024 threads has 64 at most).
+pub const SAMPLE_THREADS: u32 = 512;
+/// Elements `sample` reads ([`sample_position`]): 16 for each of its [`SAMPLE_THREADS`].
+pub const SAMPLE: u64 = 16 * SAMPLE_THREADS as u64;
+/// The smallest input that is sampled: below it, two reads of the input cost less than the sample's
+/// latency and the launches it adds.
+pub const SAMPLE_MIN: u64 = 1 << 20;
+/// Bytes of `sample`'s shared memory ahead of its counters: the block scan's slots, and the words that
+/// carry its first round's choice to the block.
+pub const SAMPLE_HEADER: u32 = 1024;
+/// Dynamic shared memory of `sample` for a first digit of `first_bits`: the [`SAMPLE_HEADER`], then its
+/// counters, or the bytes it later puts there (each warp's extremes and votes, 1536), if more.
+pub const fn sample_shared(first_bits: u32) -> u32 {
+    let counters = 4u32 << first_bits;
+    SAMPLE_HEADER + if counters > 4096 { counters } else { 4096 }
+}
+/// The most sampled elements at or above the sample's key for `sieve` to run: the candidates it expects
+/// are then at most 1/32 of the input (a twelfth of a read written and read back).
+pub const SAMPLE_MOST: u64 = SAMPLE / 32;
+
+/// The rank among the sampled elements (1 = the greatest) whose value key `sample` chooses for `n`
+/// elements and `k` wanted: the about `k · SAMPLE / n` expected at or above the k-th element (one sample
+/// a stride of `n / SAMPLE`), four standard deviations more and 16, so that a key with fewer than k
+/// elements of the input at or above it is rare. `u64::MAX` below `SAMPLE` elements.
+pub const fn sample_target(n: u64, k: u64) -> u64 {
+    if n < SAMPLE {
+        return u64::MAX;
+    }
+    let expected = k.div_ceil(n / SAMPLE);
+    expected.saturating_add(4 * expected.isqrt() + 16)
+}
+
+/// Whether a top-k of `k` among `n` elements starts with a sample ([`sieve_holds`]).
+pub const fn samples(n: u64, k: u64) -> bool {
+    n >= SAMPLE_MIN && sample_target(n, k) <= SAMPLE_MOST
+}
+
+/// The position of sampled element `s` (`s < SAMPLE`) in `n ≥ SAMPLE` elements: one in each of `SAMPLE`
+/// equal strides, at a hashed place inside it, so that sorted input is sampled evenly and periodic input
+/// is not sampled at one phase.
+#[inline(always)]
+pub const fn sample_position(s: u64, n: u64) -> u64 {
+    let stride = n / SAMPLE;
+    // A 32-bit multiplicative hash of s (Knuth's constant), scaled into the stride.
+    let hash = (s as u32).wrapping_mul(0x9e37_79b1) as u128;
+    s * stride + ((hash * stride as u128) >> 32) as u64
 }
 
 /// Threads of a per-segment top-k block: also the buckets of its 8-bit radix digits.
@@ -248,6 +309,13 @@ pub struct State {
     pub greatest: u64,
     /// Nonzero when the first histogram met two different value keys (zero: every element is equal).
     pub mixed: u64,
+    /// Nonzero when `sample` chose what `sieve` takes: `sieve` then runs.
+    pub sampled: u64,
+    /// `sieve` takes every element whose value key is above this one, and those equal to it at an index
+    /// below `sieve_limit`: the elements whose composite keys reach a bound.
+    pub sieve_key: u64,
+    /// See `sieve_key` (0: no element equal to it).
+    pub sieve_limit: u64,
     /// The lowest bit of the chosen digit in the composite key.
     pub shift: u32,
     /// The chosen digit's width.
@@ -271,6 +339,9 @@ pub struct State {
     /// The chosen bucket's entries, by the top [`DIGIT_BITS`] of their inverted index: the histogram the
     /// select jumps to when they all have one value key.
     pub index: [u64; BUCKETS],
+    /// The first digit's counts of what `sieve` buffered: last,
+    /// so that a select without a sample zeroes the state only up to here.
+    pub sieved: [u64; FIRST_BUCKETS],
 }
 
 impl State {
@@ -279,6 +350,16 @@ impl State {
     pub fn threshold(&self) -> u128 {
         (self.prefix[1] as u128) << 64 | self.prefix[0] as u128
     }
+}
+
+/// Whether `sieve` left what the select can go on from, for `k` of `n` elements and buffers of
+/// `capacity`: it ran, and buffered at least k elements (what it takes is closed upward in the composite
+/// keys' order, so the k greatest are among them), at most `capacity` (so none was dropped), and not all
+/// `n` (a buffer of the whole input saves nothing, and all-equal input read whole is the first
+/// histogram's case, which answers it at once).
+#[inline(always)]
+pub fn sieve_holds(sampled: u64, buffered: u64, k: u64, n: u64, capacity: u64) -> bool {
+    sampled != 0 && k <= buffered && buffered <= capacity && buffered < n
 }
 
 macro_rules! float_key {
@@ -365,7 +446,9 @@ macro_rules! topk_halves {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use std::vec::Vec;
 
     #[test]
     fn keys_keep_the_order_and_merge_the_zeros() {
@@ -416,6 +499,121 @@ mod tests {
         assert_eq!(first_bits(48 * 1024), 13);
         assert_eq!(capacity(100), 100);
         assert_eq!(capacity(1 << 28), 1 << 25);
+    }
+
+    /// What `sample` chooses from `keys` (32-bit value keys, a 15-bit first digit and an 11-bit second):
+    /// `(key_above, limit)` of the sieve's rule, or `None` where it steps aside. The kernel finds the
+    /// target-th greatest sampled key by digits; this sorts.
+    fn sample_rule(keys: &[u64], k: u64) -> Option<(u64, u64)> {
+        let n = keys.len() as u64;
+        let sampled: Vec<(u64, u64)> = (0..SAMPLE)
+            .map(|s| (keys[sample_position(s, n) as usize], s))
+            .collect();
+        let mut order = sampled.clone();
+        order.sort_unstable_by_key(|x| core::cmp::Reverse(x.0));
+        let target = sample_target(n, k);
+        let below = 32 - FIRST_BITS - DIGIT_BITS;
+        let cut = order[target as usize - 1].0 & !low_bits(below);
+        let above = sampled
+            .iter()
+            .filter(|x| x.0 >> below > cut >> below)
+            .count() as u64;
+        let inside: Vec<&(u64, u64)> = sampled
+            .iter()
+            .filter(|x| x.0 >> below == cut >> below)
+            .collect();
+        if above + inside.len() as u64 <= SAMPLE_MOST {
+            return Some((cut - 1, 0));
+        }
+        let v = inside[0].0;
+        if inside.iter().any(|x| x.0 != v) {
+            return None;
+        }
+        // The (target − above)-th tied sample in sample order.
+        let s = inside[(target - above) as usize - 1].1;
+        Some((v, sample_position(s, n) + 1))
+    }
+
+    #[test]
+    fn samples_bound_the_kth_composite_key_on_smooth_and_tied_data() {
+        assert_eq!(sample_target(1 << 28, 1), 1 + 4 + 16);
+        assert_eq!(sample_target(1 << 24, 65536), 32 + 20 + 16);
+        assert!(samples(1 << 28, 1 << 20) && !samples(1 << 28, 1 << 24));
+        assert!(!samples(SAMPLE_MIN - 1, 1) && !samples(u64::MAX, u64::MAX));
+        for n in [SAMPLE, SAMPLE_MIN + 12345, 1 << 34] {
+            let positions: Vec<u64> = (0..SAMPLE).map(|s| sample_position(s, n)).collect();
+            assert!(
+                positions.windows(2).all(|w| w[0] < w[1]) && positions[SAMPLE as usize - 1] < n
+            );
+        }
+        // An xorshift stream of 24-bit uniforms.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut uniform = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 + 0.5) / (1 << 24) as f32
+        };
+        let n = 1usize << 21;
+        let u: Vec<f32> = (0..n).map(|_| uniform()).collect();
+        let normal: Vec<f32> = u
+            .chunks(2)
+            .flat_map(|p| {
+                let r = (-2.0f32 * p[0].ln()).sqrt();
+                let a = core::f32::consts::TAU * p[1];
+                [r * a.cos(), r * a.sin()]
+            })
+            .collect();
+        let mut ascending = u.clone();
+        ascending.sort_by(f32::total_cmp);
+        let descending: Vec<f32> = ascending.iter().rev().copied().collect();
+        let nan: Vec<f32> = u
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| if i % 100 == 7 { f32::NAN } else { x })
+            .collect();
+        let distinct: Vec<f32> = u.iter().map(|&x| (x * 16.0).floor()).collect();
+        let equal: Vec<f32> = (0..n).map(|_| 1.5).collect();
+        // Distinct values in one band of the two digits (the last 6 bits of 1.0's neighbours): the sieve
+        // would take them all, so the sample steps aside.
+        let band: Vec<f32> = u
+            .iter()
+            .map(|&x| f32::from_bits(1.0f32.to_bits() + (x * 64.0) as u32))
+            .collect();
+        let key = |data: &[f32]| -> Vec<u64> { data.iter().map(|&x| value_key(x, true)).collect() };
+        assert_eq!(sample_rule(&key(&band), 1), None);
+        for (name, data) in [
+            ("uniform", &u),
+            ("normal", &normal),
+            ("ascending", &ascending),
+            ("descending", &descending),
+            ("1% NaN", &nan),
+            ("16 distinct", &distinct),
+            ("all equal", &equal),
+        ] {
+            let keys = key(data);
+            for k in [1u64, 64, 1024, 16384] {
+                if !samples(n as u64, k) {
+                    continue;
+                }
+                let Some((key_above, limit)) = sample_rule(&keys, k) else {
+                    panic!("{name} k = {k}: no sieve");
+                };
+                {
+                    let reach = keys
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, &x)| x > key_above || (x == key_above && (i as u64) < limit))
+                        .count() as u64;
+                    assert!(
+                        sieve_holds(1, reach, k, n as u64, capacity(n as u64)),
+                        "{name} k = {k}: {reach}"
+                    );
+                    // At most the accepted fraction, with room for the sample's spread.
+                    assert!(reach <= n as u64 / 16, "{name} k = {k}: {reach}");
+                }
+            }
+        }
     }
 
     #[test]

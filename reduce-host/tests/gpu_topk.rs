@@ -251,6 +251,93 @@ fn every_distribution_takes_its_path() {
     }
 }
 
+/// Inputs on which the sample misjudges the rest (the sampled positions are the contract's, so the data
+/// can be built around them): the sieve buffers too few elements, or more than its buffer holds, and the
+/// select must step aside to the histogram and still give the reference's answer.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn a_misjudging_sample_steps_aside() {
+    use reduce_contract::topk::{SAMPLE, sample_position, samples};
+    let mut topk = handle();
+    let n = (1usize << 20) + 7;
+    if n > max_n() {
+        return;
+    }
+    let sampled: Vec<usize> = (0..SAMPLE)
+        .map(|s| sample_position(s, n as u64) as usize)
+        .collect();
+    // Too few: only the sampled elements are large, so the sample's bound has about 32 elements above it
+    // where k = 1024 asks for more.
+    let mut few = vec![0.5f32; n];
+    for (s, &i) in sampled.iter().enumerate() {
+        few[i] = 1.0 + s as f32 / SAMPLE as f32;
+    }
+    // Too many: every element but the sampled ones is above the sample's key.
+    let mut many = vec![2.0f32; n];
+    for (s, &i) in sampled.iter().enumerate() {
+        many[i] = s as f32 / SAMPLE as f32;
+    }
+    assert!(samples(n as u64, 1) && samples(n as u64, 1024));
+    check(
+        &mut topk,
+        &few,
+        0,
+        &[1, 64, 1024],
+        "few above the sample's key",
+    );
+    check(
+        &mut topk,
+        &many,
+        0,
+        &[1, 64, 1024],
+        "many above the sample's key",
+    );
+}
+
+/// Inputs long enough to be sampled, for each key width (1, 2, 4 and 8 bytes): distinct values (the
+/// sample's key), 16 values repeated (its bound among ties; 8-byte keys step aside to the histogram) and
+/// one value everywhere.
+fn sampled_inputs<T: TestElement + TopKElement>(what: &str) {
+    let mut topk = handle();
+    let n = (1usize << 20) + 9;
+    if n > max_n() {
+        return;
+    }
+    let mut r = rng(29);
+    let pool: Vec<T> = (0..16).map(|_| T::random(&mut r)).collect();
+    let inputs = [
+        (
+            "distinct",
+            (0..n).map(|_| T::random(&mut r)).collect::<Vec<T>>(),
+        ),
+        (
+            "16 values",
+            (0..n).map(|_| pool[r.random_range(0..16)]).collect(),
+        ),
+        ("one value", vec![T::some_value(); n]),
+    ];
+    for (name, host) in &inputs {
+        check(
+            &mut topk,
+            host,
+            2,
+            &[1, 64, 1024, 5000],
+            &format!("{what}, {name}"),
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn sampled_inputs_of_every_key_width() {
+    sampled_inputs::<u8>("u8");
+    sampled_inputs::<reduce_host::F16>("f16");
+    sampled_inputs::<reduce_host::BF16>("bf16");
+    sampled_inputs::<i32>("i32");
+    sampled_inputs::<f64>("f64");
+    sampled_inputs::<i64>("i64");
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
 fn large_k_merges_and_async_calls_agree() {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use reduce_contract::kernels::every_kernel;
+use reduce_contract::topk;
 use reduce_contract::{Elem, FloatElem, Module, Op, Pred, Sample};
 use reduce_host::images::embedded_ptx;
 
@@ -250,6 +251,23 @@ fn ptxas_accepts_every_module_without_spills_or_stack() {
                             == "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
                         "sm_{arch} {current}: {}",
                         line.trim()
+                    );
+                }
+                // Top-k's one-block kernels launch a fixed block, not one fitted to their registers
+                // (the others' waves are): the block's registers must fit an SM's 65536.
+                let fixed = if current.starts_with("topk_sample_") {
+                    Some(topk::SAMPLE_THREADS)
+                } else if current.starts_with("topk_pick_") {
+                    Some(topk::WIDE_THREADS)
+                } else {
+                    None
+                };
+                let used = line.split("Used ").nth(1);
+                if let (Some(used), Some(threads)) = (used, fixed) {
+                    let registers: u32 = used.split(' ').next().unwrap().parse().unwrap();
+                    assert!(
+                        registers * threads <= 65536,
+                        "sm_{arch} {current}: {registers} registers, {threads} threads"
                     );
                 }
             }

@@ -213,6 +213,12 @@ keys! {
 
     /// The kernels of a device-wide top-k, each taking [`crate::params::TopKParams`] (see [`crate::topk`]).
     TopKPass {
+        /// One block: reads a sample of the input and chooses the bound (a value key, and an index limit
+        /// among ties) above which `Sieve` buffers.
+        Sample = "sample",
+        /// Copies every element at or above the sample's key to a candidate buffer, counting them by their
+        /// first digit.
+        Sieve = "sieve",
         /// Counts the first digit of every value key, and the least and greatest key.
         Histogram = "histogram",
         /// One block: finds the bucket of the k-th key and decides the next pass.
@@ -220,7 +226,8 @@ keys! {
         /// After the first digit: selects what lies above the chosen bucket and counts (and buffers) what
         /// lies in it, reading the input.
         Split = "split",
-        /// As `Split`, after a later digit: reading a candidate buffer (or the input again).
+        /// As `Split`, after a later digit: reading a candidate buffer (or the input again); after the
+        /// first digit, when the sieve's buffer holds the candidates.
         Level = "level",
         /// Writes the first k elements: every key is equal.
         Fill = "fill",

@@ -132,6 +132,8 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     };
     let first_shared = (4u32 << first_bits).max(SMEM_BYTES);
     let counting = wave(TopKPass::Histogram, WIDE_THREADS, first_shared)?;
+    // A sample first where it can bound the k-th key (large n, k small beside it).
+    let sampling = topk::samples(input.len, k);
     // `split` and `level` share their shape (the level's occupancy, the larger kernel, bounds both).
     let leveling = wave(TopKPass::Level, THREADS, LEVEL_SHARED)?;
     let one_block = |shared_bytes: u32| Launch {
@@ -142,6 +144,10 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     let picking = Launch {
         block: WIDE_THREADS,
         ..one_block(SMEM_BYTES)
+    };
+    let sampler = Launch {
+        block: topk::SAMPLE_THREADS,
+        ..one_block(topk::sample_shared(first_bits))
     };
     // The first digit, then digits of DIGIT_BITS down to the composite key's last bit: the most levels a
     // select can take (a jump to the index's digits only shortens it).
@@ -177,17 +183,29 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     scratch.last_use.claim(stream, || {
         // SAFETY: the state is scratch claimed here, `STATE_WORDS` words.
         unsafe {
-            driver::memset_zero(state, STATE_WORDS * 8, stream)?;
+            // The sieve's counts (the state's last field) are zeroed only where it runs.
+            let zeroed = if sampling {
+                STATE_WORDS * 8
+            } else {
+                std::mem::offset_of!(State, sieved)
+            };
+            driver::memset_zero(state, zeroed, stream)?;
+            if sampling {
+                launch(TopKPass::Sample, sampler, params)?;
+                launch(TopKPass::Sieve, leveling, params)?;
+            }
+            // Each pass returns at once where the state says another did its work: the histogram and
+            // `split` after a sieve that holds, the first `level` after one that does not.
             launch(TopKPass::Histogram, counting, params)?;
             for level in 0..levels {
                 let p = TopKParams { level, ..params };
                 launch(TopKPass::Pick, picking, p)?;
-                let pass = if level == 0 {
-                    TopKPass::Split
-                } else {
-                    TopKPass::Level
-                };
-                launch(pass, leveling, p)?;
+                if level == 0 {
+                    launch(TopKPass::Split, leveling, p)?;
+                }
+                if level > 0 || sampling {
+                    launch(TopKPass::Level, leveling, p)?;
+                }
             }
             launch(TopKPass::Fill, over_k(TopKPass::Fill)?, params)?;
             if k <= SORT_TILE {

@@ -42,6 +42,30 @@ unsafe fn element<T: Copy>(p: &TopKParams<T>, i: u64) -> T {
     unsafe { p.input.add(i as usize).read() }
 }
 
+/// Calls `f(key, index, valid)` with the value key of each element of this thread's grid-stride share of
+/// the input: [`thread::for_each`] (warp-uniform calls) with the key the passes over the input compare.
+///
+/// # Safety
+/// `p.input` valid for `p.n` reads; a grid of whole warps.
+#[inline(always)]
+unsafe fn each_key<T: TopKElement + Vectorize + Default>(
+    p: &TopKParams<T>,
+    mut f: impl FnMut(u64, u64, bool),
+) {
+    let largest = p.largest != 0;
+    // SAFETY: the input (caller); `threads` a multiple of 32.
+    unsafe {
+        thread::for_each(
+            p.input,
+            p.n,
+            global_thread_idx(),
+            grid_threads(),
+            #[inline(always)]
+            |x, i, ok| f(value_key(x, largest), i, ok),
+        )
+    }
+}
+
 /// Reads a field of the state (a plain load: earlier kernels of the stream wrote it).
 macro_rules! state {
     ($p:expr, $field:ident) => {
@@ -332,25 +356,18 @@ pub unsafe fn histogram<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) 
     let (mut run, mut length) = (0u32, 0u32);
     // SAFETY: the input (caller); a key's top `width` bits are below `buckets`, the counters' range.
     unsafe {
-        thread::for_each(
-            p.input,
-            p.n,
-            global_thread_idx(),
-            grid_threads(),
-            |x, _, ok| {
-                let key = value_key(x, largest);
-                let bucket = top_digit::<T>(key, width);
-                mixed |= ok && key != reference;
-                if ok && bucket == run {
-                    length += 1;
-                } else if ok {
-                    if length != 0 {
-                        arch::shared_add_u32(window + 4 * run, length);
-                    }
-                    (run, length) = (bucket, 1);
+        each_key(&p, |key, _, ok| {
+            let bucket = top_digit::<T>(key, width);
+            mixed |= ok && key != reference;
+            if ok && bucket == run {
+                length += 1;
+            } else if ok {
+                if length != 0 {
+                    arch::shared_add_u32(window + 4 * run, length);
                 }
-            },
-        );
+                (run, length) = (bucket, 1);
+            }
+        });
         if length != 0 {
             arch::shared_add_u32(window + 4 * run, length);
         }
@@ -657,22 +674,14 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
         // SAFETY: the whole warp (every caller below is warp-uniform).
         unsafe { pending.drain(handle) }
     };
-    let largest = p.largest != 0;
-    // SAFETY: the input (caller); `add` and `drain` run warp-uniformly inside `for_each`.
+    // SAFETY: the input (caller); `add` and `drain` run warp-uniformly inside `each_key`.
     unsafe {
-        thread::for_each(
-            p.input,
-            p.n,
-            global_thread_idx(),
-            grid_threads(),
-            |x, i, ok| {
-                let key = value_key(x, largest);
-                if pending.add(ok && sieve_takes::<T>(key, i, key_above, limit), key, i) {
-                    core::hint::cold_path();
-                    drain(&mut pending, &mut kept);
-                }
-            },
-        );
+        each_key(&p, |key, i, ok| {
+            if pending.add(ok && sieve_takes::<T>(key, i, key_above, limit), key, i) {
+                core::hint::cold_path();
+                drain(&mut pending, &mut kept);
+            }
+        });
         drain(&mut pending, &mut kept);
         kept.flush();
         flush_shared(
@@ -1183,19 +1192,12 @@ pub unsafe fn split<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
     }
     // SAFETY: the whole block (caller).
     let mut pass = unsafe { Pass::new(&p) };
-    let (largest, width) = (p.largest != 0, pass.width);
-    // SAFETY: the input (caller); `visit` runs warp-uniformly inside `for_each`.
+    let width = pass.width;
+    // SAFETY: the input (caller); `visit` runs warp-uniformly inside `each_key`.
     unsafe {
-        thread::for_each(
-            p.input,
-            p.n,
-            global_thread_idx(),
-            grid_threads(),
-            |x, i, ok| {
-                let key = value_key(x, largest);
-                pass.visit(key, i, ok, top_digit::<T>(key, width));
-            },
-        );
+        each_key(&p, |key, i, ok| {
+            pass.visit(key, i, ok, top_digit::<T>(key, width));
+        });
         pass.finish(p.state);
     }
 }
@@ -1217,21 +1219,13 @@ pub unsafe fn level<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
     let prefix = (state!(p, prefix)[1] as u128) << 64 | state!(p, prefix)[0] as u128;
     let source = state!(p, source);
     if source == FROM_INPUT {
-        let largest = p.largest != 0;
-        // SAFETY: the input (caller); `visit` runs warp-uniformly inside `for_each`.
+        // SAFETY: the input (caller); `visit` runs warp-uniformly inside `each_key`.
         unsafe {
-            thread::for_each(
-                p.input,
-                p.n,
-                global_thread_idx(),
-                grid_threads(),
-                |x, i, ok| {
-                    let key = value_key(x, largest);
-                    let c = composite(key, i, ib);
-                    let inside = ok && same_above(c, prefix, shift + width);
-                    pass.visit(key, i, inside, digit(c, shift, width));
-                },
-            )
+            each_key(&p, |key, i, ok| {
+                let c = composite(key, i, ib);
+                let inside = ok && same_above(c, prefix, shift + width);
+                pass.visit(key, i, inside, digit(c, shift, width));
+            })
         };
     } else {
         let (keys, indices) = buffer(&p, source as usize - 1);

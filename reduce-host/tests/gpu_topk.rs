@@ -251,6 +251,9 @@ fn every_distribution_takes_its_path() {
     }
 }
 
+/// (The sampled first pass runs only with `REDUCE_HOST_TOPK_SAMPLE=1` until it has been measured: run this
+/// binary with and without it.)
+///
 /// Inputs on which the sample misjudges the rest (the sampled positions are the contract's, so the data
 /// can be built around them): the sieve buffers too few elements, or more than its buffer holds, and the
 /// select must step aside to the histogram and still give the reference's answer.

@@ -79,6 +79,13 @@ impl Scratch {
     }
 }
 
+/// Whether `REDUCE_HOST_TOPK_SAMPLE` asks for the sampled first pass (`sample` and `sieve`, see
+/// [`topk`]): off by default until it has been measured on a GPU, so that the tests and benchmarks of the
+/// next GPU run can compare both paths in one build.
+fn sample_first() -> bool {
+    std::env::var_os("REDUCE_HOST_TOPK_SAMPLE").is_some_and(|v| v != "0" && !v.is_empty())
+}
+
 /// Writes the `k` greatest elements of `input` (`largest`) or the `k` least, best first, with their
 /// indices; values only where `values` is given.
 ///
@@ -132,8 +139,8 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     };
     let first_shared = (4u32 << first_bits).max(SMEM_BYTES);
     let counting = wave(TopKPass::Histogram, WIDE_THREADS, first_shared)?;
-    // A sample first where it can bound the k-th key (large n, k small beside it).
-    let sampling = topk::samples(input.len, k);
+    // A sample first where it can bound the k-th key (large n, k small beside it), while it is opted in.
+    let sampling = topk::samples(input.len, k) && sample_first();
     // `split` and `level` share their shape (the level's occupancy, the larger kernel, bounds both).
     let leveling = wave(TopKPass::Level, THREADS, LEVEL_SHARED)?;
     let one_block = |shared_bytes: u32| Launch {

@@ -141,29 +141,14 @@ impl<T: Ordered, D: Direction> ReduceOp for ArgExtreme<T, D> {
     /// scans, so that first scan is branch-free.
     #[inline(always)]
     fn fold_run(acc: Indexed<T>, len: usize, get: impl Fn(usize) -> (T, u64)) -> Indexed<T> {
-        let mut tree = [D::worst::<T>(); 64];
-        crate::each_index!(I < len, {
-            tree[I] = get(I).0;
-        });
-        crate::pairwise_tree!(tree, len, T::pick::<D>);
-        let best = tree[0];
-        let wins = acc.index == u64::MAX
-            || (!acc.value.is_nan() && (best.is_nan() || D::better(best, acc.value)));
-        if !wins {
+        let Some(best) = run_beats::<T, D>(acc, len, &get) else {
             return acc;
-        }
+        };
         if acc.index == u64::MAX {
-            // A thread's first run always scans, so every lane of a warp does: a backward pass of selects,
-            // without branches. (An early exit per element let the lanes leave at different elements; ncu
-            // at 2^16, where each thread has one run: 22 of 32 lanes active.)
-            let mut first = acc;
-            crate::each_index!(I < len, {
-                let (x, index) = get(len - 1 - I);
-                if x.same(best) {
-                    first = Indexed { value: x, index };
-                }
-            });
-            return first;
+            // A thread's first run always scans, so every lane of a warp does: without branches. (An
+            // early exit per element let the lanes leave at different elements; ncu at 2^16, where each
+            // thread has one run: 22 of 32 lanes active.)
+            return first_same(acc, len, &get, best);
         }
         // Later runs scan rarely, and then in a few lanes: an early exit per element does the least work
         // (the backward pass here cost 1–3 % at 2^26–2^28).
@@ -192,21 +177,12 @@ impl<T: Ordered, D: Direction> ReduceOp for ArgExtreme<T, D> {
         if !Self::DEFERS {
             return Self::fold_run(acc, len, get);
         }
-        let mut tree = [D::worst::<T>(); 64];
-        crate::each_index!(I < len, {
-            tree[I] = get(I).0;
-        });
-        crate::pairwise_tree!(tree, len, T::pick::<D>);
-        let best = tree[0];
-        let wins = acc.index == u64::MAX
-            || (!acc.value.is_nan() && (best.is_nan() || D::better(best, acc.value)));
-        if wins {
-            Indexed {
+        match run_beats::<T, D>(acc, len, &get) {
+            Some(best) => Indexed {
                 value: best,
                 index: get(0).1 | crate::op::PENDING,
-            }
-        } else {
-            acc
+            },
+            None => acc,
         }
     }
 
@@ -219,18 +195,48 @@ impl<T: Ordered, D: Direction> ReduceOp for ArgExtreme<T, D> {
         if acc.index == u64::MAX || acc.index & crate::op::PENDING == 0 {
             return acc;
         }
-        let get = run(acc.index & !crate::op::PENDING);
-        // A backward pass of selects, without branches, so the run's loads all issue before the first
-        // compare (an early exit per element made them four round trips to memory, one per vector).
-        let mut first = acc;
-        crate::each_index!(I < len, {
-            let (x, index) = get(len - 1 - I);
-            if x.same(acc.value) {
-                first = Indexed { value: x, index };
-            }
-        });
-        first
+        // Without branches, so the run's loads all issue before the first compare (an early exit per
+        // element made them four round trips to memory, one per vector).
+        first_same(acc, len, &run(acc.index & !crate::op::PENDING), acc.value)
     }
+}
+
+/// The best value of a run (a NaN-propagating tree over its values), if it beats `acc` (strictly: ties
+/// keep the earlier index, which `acc` holds) or `acc` holds no element yet.
+#[inline(always)]
+fn run_beats<T: Ordered, D: Direction>(
+    acc: Indexed<T>,
+    len: usize,
+    get: &impl Fn(usize) -> (T, u64),
+) -> Option<T> {
+    let mut tree = [D::worst::<T>(); 64];
+    crate::each_index!(I < len, {
+        tree[I] = get(I).0;
+    });
+    crate::pairwise_tree!(tree, len, T::pick::<D>);
+    let best = tree[0];
+    let wins = acc.index == u64::MAX
+        || (!acc.value.is_nan() && (best.is_nan() || D::better(best, acc.value)));
+    wins.then_some(best)
+}
+
+/// The first element of a run the same as `value`, by a backward pass of selects without branches, or
+/// `none` if there is none.
+#[inline(always)]
+fn first_same<T: Ordered>(
+    none: Indexed<T>,
+    len: usize,
+    get: &impl Fn(usize) -> (T, u64),
+    value: T,
+) -> Indexed<T> {
+    let mut first = none;
+    crate::each_index!(I < len, {
+        let (x, index) = get(len - 1 - I);
+        if x.same(value) {
+            first = Indexed { value: x, index };
+        }
+    });
+    first
 }
 
 /// The built-in operators by the words the lists spell them with ([`reduce_pairs!`](crate::reduce_pairs):

@@ -131,7 +131,23 @@ pub const fn sample_target(n: u64, k: u64) -> u64 {
         return u64::MAX;
     }
     let expected = k.div_ceil(n / SAMPLE);
-    expected.saturating_add(4 * expected.isqrt() + 16)
+    expected.saturating_add(4 * isqrt(expected) + 16)
+}
+
+/// ⌊√x⌋, a binary digit at a time. Not `u64::isqrt`: core's looks its first digits up in a table, a global
+/// whose PTX name carries core's crate hash, which differs between builds of the same source (the
+/// workspace's and its package's), so `sample` would not build the same PTX from both.
+const fn isqrt(x: u64) -> u64 {
+    let mut root = 0u64;
+    let mut bit = 1u64 << 31;
+    while bit != 0 {
+        // root | bit < 2^32, so its square fits.
+        if (root | bit) * (root | bit) <= x {
+            root |= bit;
+        }
+        bit >>= 1;
+    }
+    root
 }
 
 /// Whether a top-k of `k` among `n` elements starts with a sample ([`sieve_holds`]).
@@ -532,6 +548,19 @@ mod tests {
         // The (target − above)-th tied sample in sample order.
         let s = inside[(target - above) as usize - 1].1;
         Some((v, sample_position(s, n) + 1))
+    }
+
+    #[test]
+    fn isqrt_is_cores() {
+        let mut x = 1u64;
+        while x < u64::MAX / 3 {
+            let square = x.checked_mul(x).unwrap_or(u64::MAX);
+            for y in [x - 1, x, x + 1, square - 1, square, square.saturating_add(1)] {
+                assert_eq!(isqrt(y), y.isqrt(), "{y}");
+            }
+            x = x * 3 + 1;
+        }
+        assert_eq!(isqrt(u64::MAX), u64::MAX.isqrt());
     }
 
     #[test]

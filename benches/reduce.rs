@@ -284,15 +284,7 @@ fn main() -> ExitCode {
 fn run() -> Result<bool, BoxError> {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let sizes: Vec<usize> = match args.iter().position(|a| a == "--sizes") {
-        Some(i) => args
-            .get(i + 1)
-            .ok_or("--sizes needs a list")?
-            .split(',')
-            .map(|s| s.parse())
-            .collect::<Result<_, _>>()?,
-        None => vec![(1 << 26) + 3, 1 << 28],
-    };
+    let sizes = support::sizes_arg(&args, &[(1 << 26) + 3, 1 << 28])?;
     let gpu = support::open_gpu()?;
     let info = gpu.info().clone();
     let l2 = cust::device::Device::get_device(0)?

@@ -6,7 +6,8 @@
 //! (`torch_bench.py topk_<distribution>`, one process per distribution for every size and k, same
 //! distributions drawn by torch, before our rows). Each result is checked on
 //! the host: sorted by the rule, each value the input's at its index, and exactly k − 1 elements before the
-//! last one. Writes `topk.md` to `$OUT` (if set) or `target/bench`.
+//! last one. Writes `topk.md` to `$OUT` (if set) or `target/bench`. `--sizes a,b,…` replaces the sizes;
+//! `REDUCE_HOST_TOPK_SAMPLE=1` times the select with its sample where `topk::samples` holds.
 #[allow(dead_code)] // each bench uses part of the harness
 mod support;
 
@@ -94,12 +95,14 @@ fn run() -> Result<bool, BoxError> {
     let stream = gpu.stream()?;
     let mut topk = DeviceTopK::with_gpu(&gpu)?;
     let cub = Cub::build(gpu.info().cc());
-    let sizes_u64: Vec<u64> = SIZES.iter().map(|&n| n as u64).collect();
+    let args: Vec<String> = std::env::args().collect();
+    let sizes = support::sizes_arg(&args, &SIZES)?;
+    let sizes_u64: Vec<u64> = sizes.iter().map(|&n| n as u64).collect();
     let ceiling = cub.run("read_f32", &sizes_u64);
     let mut notes = Vec::new();
     // torch.topk, one process per distribution (every size and k): starting torch per row would take
     // most of the bench's time.
-    let shapes: Vec<String> = SIZES
+    let shapes: Vec<String> = sizes
         .iter()
         .flat_map(|&n| KS.iter().map(move |&k| format!("{n}:{k}")))
         .collect();
@@ -127,7 +130,7 @@ fn run() -> Result<bool, BoxError> {
         "| n | distribution | k | ours µs | reads (ours / ceiling) | CUB DeviceTopK µs | CUB / ours | \
          torch.topk µs | torch / ours |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for &n in &SIZES {
+    for &n in &sizes {
         let read = ceiling.get(&(n as u64)).filter(|c| c.pass).map(|c| c.us);
         if let Some(c) = read {
             writeln!(
@@ -177,11 +180,17 @@ fn run() -> Result<bool, BoxError> {
             }
         }
     }
+    let path =
+        if std::env::var_os("REDUCE_HOST_TOPK_SAMPLE").is_some_and(|v| v != "0" && !v.is_empty()) {
+            "With the sample where `topk::samples` holds (`REDUCE_HOST_TOPK_SAMPLE=1`)."
+        } else {
+            "Without the sample (the default): the histogram path."
+        };
     let mut report = format!(
         "### Device-wide top-k against the read ceiling and torch.topk\n\nGPU: {} (sm_{}). Median device µs of \
          one `max_k_async` (values and indices, sorted); reads: our time over the bare read kernel's on the \
          same bytes; CUB `DeviceTopK::MaxPairs` (unordered, non-deterministic: its one mode) on its own \
-         draw of the same distribution.\n\n{table}",
+         draw of the same distribution. {path}\n\n{table}",
         gpu.info().name,
         gpu.info().cc()
     );

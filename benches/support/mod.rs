@@ -24,6 +24,19 @@ pub fn versus(other: Option<f64>, ours: f64, digits: usize) -> (String, String) 
     })
 }
 
+/// The sizes a `--sizes a,b,…` argument lists, else `default`.
+pub fn sizes_arg(args: &[String], default: &[usize]) -> Result<Vec<usize>, BoxError> {
+    match args.iter().position(|a| a == "--sizes") {
+        Some(i) => Ok(args
+            .get(i + 1)
+            .ok_or("--sizes needs a list")?
+            .split(',')
+            .map(|s| s.parse())
+            .collect::<Result<_, _>>()?),
+        None => Ok(default.to_vec()),
+    }
+}
+
 /// Prints a bench's markdown report and writes it to `name` in `$OUT` (if set) or `target/bench`.
 pub fn write_report(name: &str, report: &str) -> Result<(), BoxError> {
     print!("{report}");

@@ -134,11 +134,14 @@ where
     // What the runs left for later (an operator's new extreme's index), once per thread: the run whose
     // element 0 has index `first` is the group of vectors `(first − head) / LANES + k · threads`, which
     // `whole` admitted when it was folded.
-    acc = Op::revisit(acc, run, |first| {
-        let w = (first - head) / lanes;
-        let x = load(w);
-        move |i| element(&x, w, i)
-    });
+    // (Only an operator that defers has anything to revisit: the others keep no dead branch in the kernel.)
+    if Op::DEFERS {
+        acc = Op::revisit(acc, run, |first| {
+            let w = (first - head) / lanes;
+            let x = load(w);
+            move |i| element(&x, w, i)
+        });
+    }
     while v < vectors {
         // SAFETY: v < vectors.
         let x = unsafe { arch::load_vec16(body.add(v as usize)) };

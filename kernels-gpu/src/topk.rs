@@ -620,10 +620,10 @@ pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
     }
 }
 
-/// Copies every element the sample's rule takes ([`sieve_takes`]) to candidate buffer 0,
-/// and counts them by their first digit into `state.sieved`: the one read of the input where the sample
-/// holds ([`sieve_holds`]), which the first histogram and `split` then skip. The hot loop is the key, one
-/// compare and one vote per element.
+/// Copies every element the sample's rule takes ([`sieve_takes`]) to candidate buffer 0, counts them by
+/// their first digit into `state.sieved`, and marks `state.mixed` as [`histogram`] does: the one read of
+/// the input where the sample holds ([`sieve_holds`]), which the first histogram and `split` then skip.
+/// The hot loop is the key, one compare and one vote per element.
 ///
 /// # Safety
 /// `p.input` valid for `p.n` reads; the state as `sample` left it; [`LEVEL_SHARED`] bytes of dynamic
@@ -653,6 +653,11 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
     // SAFETY: this warp's stage; buffer 0 holds `capacity` (caller), and the stage writes no further.
     let mut kept =
         unsafe { Stage::new(stages, 0, candidates(p.state, 0), buffer(&p, 0), p.capacity) };
+    // Whether any two keys differ, as `histogram` marks it, which does not run where the sieve holds:
+    // equal input then ends in `fill` after this one read, not in passes over the k buffered.
+    // SAFETY: n ≥ k ≥ 1 (caller).
+    let reference = unsafe { sampled_key(&p, 0) };
+    let mut mixed = false;
     let drain = #[inline(always)]
     |pending: &mut Pending, kept: &mut Stage| {
         // Inlined by force: a closure call in the drain's loop would put the pass's state in local memory.
@@ -677,6 +682,7 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
     // SAFETY: the input (caller); `add` and `drain` run warp-uniformly inside `each_key`.
     unsafe {
         each_key(&p, |key, i, ok| {
+            mixed |= ok && key != reference;
             if pending.add(ok && sieve_takes::<T>(key, i, key_above, limit), key, i) {
                 core::hint::cold_path();
                 drain(&mut pending, &mut kept);
@@ -689,6 +695,9 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
             sieved.add(low as usize),
             span as usize,
         );
+        if warp::any(FULL_MASK, mixed) && lane_id() == 0 {
+            arch::atomic_max_u64(&raw mut (*p.state).mixed, 1);
+        }
     }
 }
 
@@ -785,7 +794,8 @@ pub unsafe fn pick<T: TopKElement>(p: TopKParams<T>) {
             p.capacity,
         );
     let (counts, shift, width, prefix, wanted) = if p.level == 0 {
-        if !sieved && state!(p, mixed) == 0 {
+        // `mixed` is the histogram's, or the sieve's where it holds (the histogram then did not run).
+        if state!(p, mixed) == 0 {
             if t == 0 {
                 set_state!(p, done, ALL_EQUAL);
             }

@@ -85,7 +85,6 @@ impl Scratch {
 fn sample_first() -> bool {
     std::env::var_os("REDUCE_HOST_TOPK_SAMPLE").is_some_and(|v| v != "0" && !v.is_empty())
 }
-
 /// Writes the `k` greatest elements of `input` (`largest`) or the `k` least, best first, with their
 /// indices; values only where `values` is given.
 ///
@@ -143,6 +142,10 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     let sampling = topk::samples(input.len, k) && sample_first();
     // `split` and `level` share their shape (the level's occupancy, the larger kernel, bounds both).
     let leveling = wave(TopKPass::Level, THREADS, LEVEL_SHARED)?;
+    // The sieve, a read of the input like the histogram, at its own occupancy (it needs fewer registers
+    // than `level`): at the level's two blocks an SM the sampled select took about three reads at 2^28
+    // (H200, 2026-12-05), the sieve holding too few loads in flight. Its own occupancy is not yet measured.
+    let sieving = wave(TopKPass::Sieve, THREADS, LEVEL_SHARED)?;
     let one_block = |shared_bytes: u32| Launch {
         grid: 1,
         block: THREADS,
@@ -199,7 +202,7 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
             driver::memset_zero(state, zeroed, stream)?;
             if sampling {
                 launch(TopKPass::Sample, sampler, params)?;
-                launch(TopKPass::Sieve, leveling, params)?;
+                launch(TopKPass::Sieve, sieving, params)?;
             }
             // Each pass returns at once where the state says another did its work: the histogram and
             // `split` after a sieve that holds, the first `level` after one that does not.

@@ -7,7 +7,8 @@
 //! distributions drawn by torch, before our rows). Each result is checked on
 //! the host: sorted by the rule, each value the input's at its index, and exactly k − 1 elements before the
 //! last one. Writes `topk.md` to `$OUT` (if set) or `target/bench`. `--sizes a,b,…` replaces the sizes;
-//! `REDUCE_HOST_TOPK_SAMPLE=1` times the select with its sample where `topk::samples` holds.
+//! the select samples from `topk::SAMPLE_FROM` (2^26) on; `REDUCE_HOST_TOPK_SAMPLE=1` samples wherever
+//! `topk::samples` holds, `REDUCE_HOST_TOPK_SAMPLE=0` never (the histogram path).
 #[allow(dead_code)] // each bench uses part of the harness
 mod support;
 
@@ -180,12 +181,15 @@ fn run() -> Result<bool, BoxError> {
             }
         }
     }
-    let path =
-        if std::env::var_os("REDUCE_HOST_TOPK_SAMPLE").is_some_and(|v| v != "0" && !v.is_empty()) {
-            "With the sample where `topk::samples` holds (`REDUCE_HOST_TOPK_SAMPLE=1`)."
-        } else {
-            "Without the sample (the default): the histogram path."
-        };
+    let path = match std::env::var("REDUCE_HOST_TOPK_SAMPLE").as_deref() {
+        Ok("0") => "Without the sample (`REDUCE_HOST_TOPK_SAMPLE=0`): the histogram path.",
+        Ok(v) if !v.is_empty() => {
+            "With the sample wherever `topk::samples` holds (`REDUCE_HOST_TOPK_SAMPLE` set)."
+        }
+        _ => {
+            "The default path: with the sample from `topk::SAMPLE_FROM` (2^26) on, where `topk::samples` holds."
+        }
+    };
     let mut report = format!(
         "### Device-wide top-k against the read ceiling and torch.topk\n\nGPU: {} (sm_{}). Median device µs of \
          one `max_k_async` (values and indices, sorted); reads: our time over the bare read kernel's on the \

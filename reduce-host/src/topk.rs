@@ -45,11 +45,14 @@ topk_elements!(f32, f64, crate::F16, crate::BF16, i32, u32, i64, u64, u8);
 ///   written.
 /// - Lengths, `k` and indices are 64-bit; the input may be any sub-slice.
 ///
-/// It runs a radix select over the elements' keys that reads the input about twice: a histogram of each
-/// key's top 15 bits (fewer on devices with less shared memory), then one pass that selects what lies
-/// above the k-th element's bucket and copies that bucket's elements to a candidate buffer; later digits,
-/// and the index's digits where the k-th value is tied, read only the candidates. Inputs whose elements are
-/// all equal take one pass. It then sorts the k it selected. The handle keeps its stream and a scratch of
+/// It runs a radix select over the elements' keys. From 2^26 elements on (where k is small beside n), one
+/// block first samples 8192 elements and bounds the k-th key, and one pass over the input copies every
+/// element reaching the bound to a candidate buffer: 1.3–2.1 reads in all at 2^28 f32 on an H100. Shorter
+/// inputs, and inputs the sample misjudges, read it about twice: a histogram of each key's top 15 bits
+/// (fewer on devices with less shared memory), then one pass that selects what lies above the k-th
+/// element's bucket and copies that bucket's elements to the candidate buffer. Later digits, and the
+/// index's digits where the k-th value is tied, read only the candidates. Inputs whose elements are all
+/// equal take one pass. It then sorts the k it selected. Either way the answer is the same. The handle keeps its stream and a scratch of
 /// `32 · max(k, 2048)` bytes for the selected pairs and `4 · n` bytes for the candidates (an eighth of the
 /// input's elements, twice, as 16-byte pairs), grown to the largest call seen, never allocated per call.
 ///

@@ -1,6 +1,10 @@
 //! GPU tests of `DeviceTopK` against a CPU reference that sorts the indices by value (NaN beyond every
 //! number, −0.0 equal to +0.0, the smaller index first among equals): the indices must be exactly the
 //! reference's first k, and each value the input's element at its index. Ignored without a GPU.
+//!
+//! The select samples inputs of `topk::SAMPLE_FROM` (2^26) elements or more by default. Most inputs here
+//! are shorter, so run this binary twice on a GPU: as it is, and with `REDUCE_HOST_TOPK_SAMPLE=1`, which
+//! samples from `topk::SAMPLE_MIN` (2^20) on, so that the sampled path meets every key width and layout.
 mod common;
 
 use common::topk::{by_value, tied_input};
@@ -251,9 +255,6 @@ fn every_distribution_takes_its_path() {
     }
 }
 
-/// (The sampled first pass runs only with `REDUCE_HOST_TOPK_SAMPLE=1` until it has been measured: run this
-/// binary with and without it.)
-///
 /// Inputs on which the sample misjudges the rest (the sampled positions are the contract's, so the data
 /// can be built around them): the sieve buffers too few elements, or more than its buffer holds, and the
 /// select must step aside to the histogram and still give the reference's answer.
@@ -262,7 +263,9 @@ fn every_distribution_takes_its_path() {
 fn a_misjudging_sample_steps_aside() {
     use reduce_contract::topk::{SAMPLE, sample_position, samples};
     let mut topk = handle();
-    let n = (1usize << 20) + 7;
+    // Long enough to be sampled by default (with `REDUCE_HOST_TOPK_SAMPLE=0`, the histogram path's answer
+    // on the same data).
+    let n = reduce_contract::topk::SAMPLE_FROM as usize + 7;
     if n > max_n() {
         return;
     }
@@ -297,7 +300,7 @@ fn a_misjudging_sample_steps_aside() {
     );
 }
 
-/// Inputs long enough to be sampled, for each key width (1, 2, 4 and 8 bytes): distinct values (the
+/// Inputs long enough to be sampled (with `REDUCE_HOST_TOPK_SAMPLE=1`), for each key width (1, 2, 4 and 8 bytes): distinct values (the
 /// sample's key), 16 values repeated (its bound among ties; 8-byte keys step aside to the histogram) and
 /// one value everywhere.
 fn sampled_inputs<T: TestElement + TopKElement>(what: &str) {

@@ -79,11 +79,16 @@ impl Scratch {
     }
 }
 
-/// Whether `REDUCE_HOST_TOPK_SAMPLE` asks for the sampled first pass (`sample` and `sieve`, see
-/// [`topk`]): off by default until it has been measured on a GPU, so that the tests and benchmarks of the
-/// next GPU run can compare both paths in one build.
-fn sample_first() -> bool {
-    std::env::var_os("REDUCE_HOST_TOPK_SAMPLE").is_some_and(|v| v != "0" && !v.is_empty())
+/// Whether the select starts with the sample (`sample` and `sieve`, see [`topk`]) for an input of `n`:
+/// from [`topk::SAMPLE_FROM`] on. `REDUCE_HOST_TOPK_SAMPLE` overrides it, for the tests and benchmarks that
+/// compare the two paths in one build: `0` never samples, any other value samples wherever the contract
+/// allows (from [`topk::SAMPLE_MIN`]).
+fn sample_first(n: u64) -> bool {
+    match std::env::var_os("REDUCE_HOST_TOPK_SAMPLE") {
+        Some(v) if v == "0" => false,
+        Some(v) if !v.is_empty() => true,
+        _ => n >= topk::SAMPLE_FROM,
+    }
 }
 /// Writes the `k` greatest elements of `input` (`largest`) or the `k` least, best first, with their
 /// indices; values only where `values` is given.
@@ -138,13 +143,13 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     };
     let first_shared = (4u32 << first_bits).max(SMEM_BYTES);
     let counting = wave(TopKPass::Histogram, WIDE_THREADS, first_shared)?;
-    // A sample first where it can bound the k-th key (large n, k small beside it), while it is opted in.
-    let sampling = topk::samples(input.len, k) && sample_first();
+    // A sample first where it can bound the k-th key (large n, k small beside it).
+    let sampling = topk::samples(input.len, k) && sample_first(input.len);
     // `split` and `level` share their shape (the level's occupancy, the larger kernel, bounds both).
     let leveling = wave(TopKPass::Level, THREADS, LEVEL_SHARED)?;
     // The sieve, a read of the input like the histogram, at its own occupancy (it needs fewer registers
-    // than `level`): at the level's two blocks an SM the sampled select took about three reads at 2^28
-    // (H200, 2026-12-05), the sieve holding too few loads in flight. Its own occupancy is not yet measured.
+    // than `level`). So launched, the sampled select took 1.3–2.1 reads at 2^28 on an H100 (2026-12-05),
+    // the sieve about three quarters of it (ncu, clocks locked: 505 µs of 660).
     let sieving = wave(TopKPass::Sieve, THREADS, LEVEL_SHARED)?;
     let one_block = |shared_bytes: u32| Launch {
         grid: 1,

@@ -261,11 +261,11 @@ fn every_distribution_takes_its_path() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
 fn a_misjudging_sample_steps_aside() {
-    use reduce_contract::topk::{SAMPLE, sample_position, samples};
+    use reduce_contract::topk::{SAMPLE, SAMPLE_FROM, sample_position, samples};
     let mut topk = handle();
     // Long enough to be sampled by default (with `REDUCE_HOST_TOPK_SAMPLE=0`, the histogram path's answer
     // on the same data).
-    let n = reduce_contract::topk::SAMPLE_FROM as usize + 7;
+    let n = SAMPLE_FROM as usize + 7;
     if n > max_n() {
         return;
     }
@@ -300,9 +300,9 @@ fn a_misjudging_sample_steps_aside() {
     );
 }
 
-/// Inputs long enough to be sampled (with `REDUCE_HOST_TOPK_SAMPLE=1`), for each key width (1, 2, 4 and 8 bytes): distinct values (the
-/// sample's key), 16 values repeated (its bound among ties; 8-byte keys step aside to the histogram) and
-/// one value everywhere.
+/// Inputs long enough to be sampled (with `REDUCE_HOST_TOPK_SAMPLE=1`), for each key width (1, 2, 4 and
+/// 8 bytes): distinct values (the sample's key), 16 values repeated (its bound among ties; 8-byte keys
+/// step aside to the histogram) and one value everywhere.
 fn sampled_inputs<T: TestElement + TopKElement>(what: &str) {
     let mut topk = handle();
     let n = (1usize << 20) + 9;

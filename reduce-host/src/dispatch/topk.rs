@@ -90,6 +90,7 @@ fn sample_first(n: u64) -> bool {
         _ => n >= topk::SAMPLE_FROM,
     }
 }
+
 /// Writes the `k` greatest elements of `input` (`largest`) or the `k` least, best first, with their
 /// indices; values only where `values` is given.
 ///

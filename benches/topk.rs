@@ -7,7 +7,7 @@
 //! distributions drawn by torch, before our rows). Each result is checked on
 //! the host: sorted by the rule, each value the input's at its index, and exactly k − 1 elements before the
 //! last one. Writes `topk.md` to `$OUT` (if set) or `target/bench`. `--sizes a,b,…` replaces the sizes;
-//! the select samples from `topk::SAMPLE_FROM` (2^26) on; `REDUCE_HOST_TOPK_SAMPLE=1` samples wherever
+//! the select samples from `topk::SAMPLE_FROM` (2^24) on; `REDUCE_HOST_TOPK_SAMPLE=1` samples wherever
 //! `topk::samples` holds, `REDUCE_HOST_TOPK_SAMPLE=0` never (the histogram path).
 #[allow(dead_code)] // each bench uses part of the harness
 mod support;
@@ -187,7 +187,7 @@ fn run() -> Result<bool, BoxError> {
             "With the sample wherever `topk::samples` holds (`REDUCE_HOST_TOPK_SAMPLE` set)."
         }
         _ => {
-            "The default path: with the sample from `topk::SAMPLE_FROM` (2^26) on, where `topk::samples` holds."
+            "The default path: with the sample from `topk::SAMPLE_FROM` (2^24) on, where `topk::samples` holds."
         }
     };
     let mut report = format!(

@@ -702,13 +702,17 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
 }
 
 /// Finds the bucket where the count from the top of `buckets` counters (`read(b)`, the greatest bucket
-/// last) reaches `wanted`, and calls `found(bucket, above, count)` in the one lane that holds it
+/// last) reaches `wanted`, and calls `found(bucket, above, count)` in the one thread that holds it
 /// (`above < wanted ≤ above + count`, `above` counted in the buckets above it); nowhere if the counts do
 /// not reach `wanted`. It waits for the block before it calls `found`, so `found` may write what the block
 /// read before the call.
 ///
-/// Warp w holds `chunk` buckets (whole rounds of 32) from the top down, bucket `top − 1 − 32 r − lane` in
-/// round r: coalesced loads, and a block scan of the warps' totals gives the count above each chunk.
+/// Thread t holds a run of buckets from the top down (thread 0 the greatest): each sums its run, one block
+/// scan gives the count above each run, and only the thread whose run holds the boundary walks it. The
+/// loads go in batches of [`LOCATE_BATCH`], all issued before their sum, and each lane starts its sum at its
+/// lane's place in the run, so a warp's shared loads fall in distinct banks. (Runs of 32-bucket rounds, a
+/// warp scan per round, spent ~20 µs of a 1024-thread block on 32768 counters: a load's latency and a
+/// scan per round, one after another.)
 ///
 /// # Safety
 /// The whole block calls it, converged, with the block scan's shared memory; `read(b)` may be called for
@@ -720,45 +724,61 @@ unsafe fn locate(
     read: impl Fn(usize) -> u64,
     mut found: impl FnMut(usize, u64, u64),
 ) {
-    let warps = (block_dim() / 32).max(1) as usize;
-    let lane = lane_id() as usize;
-    let chunk = buckets.div_ceil(warps).next_multiple_of(32);
-    let top = buckets.saturating_sub(arch::warp_id() as usize * chunk);
-    let bottom = top.saturating_sub(chunk);
-    let rounds = (top - bottom).div_ceil(32);
-    let bucket = |r: usize| {
-        let b = (top - bottom).wrapping_sub(1 + 32 * r + lane);
-        // bottom + b < top ≤ buckets: inside the counters.
-        (b < top - bottom).then(|| (bottom + b, read(bottom + b)))
-    };
+    let run = buckets.div_ceil(block_dim() as usize);
+    let high = buckets.saturating_sub(thread_idx() as usize * run);
+    let len = high - high.saturating_sub(run);
+    // The run's `j`-th bucket from its top; `j < len`.
+    let bucket = |j: usize| high - 1 - j;
+    // Where this lane's sum starts in its run (the loads' order does not change the sum).
+    let rotate = if len > 0 { lane_id() as usize % len } else { 0 };
     let mut mine = 0u64;
-    for r in 0..rounds {
-        mine += bucket(r).map_or(0, |(_, c)| c);
-    }
-    let warp = Tile::<32>::new();
-    // SAFETY: whole warps, converged; then the whole block, with the scan's shared memory (caller).
-    let (warp_above, warp_total) = unsafe {
-        let (_, warp_total) = warp.scan::<Plus<u64>>(mine);
-        let (above, _) = block_scan::exclusive_scan::<Plus<u64>>(mine);
-        (warp.shfl(above, 0), warp_total)
-    };
-    // SAFETY: every thread reaches this barrier (the block's reads before the call are done).
-    unsafe { arch::sync_threads() };
-    if warp_above < wanted && wanted <= warp_above + warp_total {
-        // This warp's chunk holds the boundary: find its bucket round by round.
-        let mut above = warp_above;
-        for r in 0..rounds {
-            let (b, count) = bucket(r).unwrap_or((0, 0));
-            // SAFETY: the whole warp (the condition above is the same in every lane).
-            let (before, total) = unsafe { warp.scan::<Plus<u64>>(count) };
-            let before = above + before;
-            if count > 0 && before < wanted && wanted <= before + count {
-                found(b, before, count);
+    let mut j = 0;
+    while j < len {
+        let mut counts = [0u64; LOCATE_BATCH];
+        reduce_contract::each_index!(U < LOCATE_BATCH, {
+            if j + U < len {
+                let r = j + U + rotate;
+                counts[U] = read(bucket(if r >= len { r - len } else { r }));
             }
-            above += total;
-        }
+        });
+        reduce_contract::each_index!(U < LOCATE_BATCH, {
+            mine += counts[U];
+        });
+        j += LOCATE_BATCH;
+    }
+    // SAFETY: the whole block, converged, with the scan's shared memory (caller); then every thread
+    // reaches the barrier (the block's reads before the call are done).
+    let above = unsafe {
+        let (above, _) = block_scan::exclusive_scan::<Plus<u64>>(mine);
+        arch::sync_threads();
+        above
+    };
+    if !(above < wanted && wanted <= above + mine) {
+        return;
+    }
+    // This thread's run holds the boundary: walk it from the top.
+    let mut before = above;
+    let mut j = 0;
+    while j < len && before < wanted {
+        let mut counts = [0u64; LOCATE_BATCH];
+        reduce_contract::each_index!(U < LOCATE_BATCH, {
+            if j + U < len {
+                counts[U] = read(bucket(j + U));
+            }
+        });
+        reduce_contract::each_index!(U < LOCATE_BATCH, {
+            let count = counts[U];
+            if before < wanted && wanted <= before + count {
+                found(bucket(j + U), before, count);
+            }
+            before += count;
+        });
+        j += LOCATE_BATCH;
     }
 }
+
+/// The loads [`locate`] issues together.
+const LOCATE_BATCH: usize = 8;
 
 /// Finds the bucket of the level's digit in which the k-th greatest composite key lies, extends the
 /// prefix with it, decides where the level's pass reads and whether it buffers, and zeroes the counts

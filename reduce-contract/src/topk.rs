@@ -110,15 +110,13 @@ pub const SAMPLE: u64 = 16 * SAMPLE_THREADS as u64;
 /// the tests): the sample's positions are spread over at least 128 elements each.
 pub const SAMPLE_MIN: u64 = 1 << 20;
 /// The smallest input the host samples by default. Below it, the sample's fixed cost (the one-block
-/// sample and the first `pick` over the sieve's counts, about 80 µs on an H100) outweighs the histogram
-/// path's second and third reads. Measured on an H100 (2026-12-05, `benches/topk`, docs/PERFORMANCE.md
-/// "Top-k with a sample"): at 2^24 the histogram path was faster on six of eight distributions (by 3–8 %
-/// on smooth data, 1.9× on all-equal input); at 2^28 the sampled select took 1.3–2.1 reads, where the
-/// histogram path took 2.4–3.7 at 2^27 (16 distinct values: 1.6 against 8.4; all-equal input 1.33
-/// against 1.1, the one distribution it slows). 2^25 and 2^26 were not measured with the sample; from the
-/// two sizes that were (a fixed 83 µs plus 1.29 reads) it gains about a quarter at 2^25 and a third at
-/// 2^26 on smooth data: the threshold takes the surer one.
-pub const SAMPLE_FROM: u64 = 1 << 26;
+/// sample, the sieve's launch and the first `pick` over its counts) outweighs the histogram path's second
+/// and third reads. Measured on an H100 (2026-12-05, `benches/topk`, docs/PERFORMANCE.md "Top-k: the
+/// sample by default from 2^24"), with `locate`'s runs a thread each: at 2^24 the sampled path was faster
+/// on seven of eight distributions (1.03–1.20× on smooth data, 1.6–2.2× on 16 distinct values), at 2^25
+/// by 1.11–1.44× (2.3–3.1×); all-equal input is the one it slows (76 against 47 µs at 2^24, 104 against
+/// 68 at 2^25). Smaller inputs were not measured with the sample.
+pub const SAMPLE_FROM: u64 = 1 << 24;
 /// Bytes of `sample`'s shared memory ahead of its counters: the block scan's slots, and the words that
 /// carry its first round's choice to the block.
 pub const SAMPLE_HEADER: u32 = 1024;

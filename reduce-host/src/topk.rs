@@ -45,7 +45,7 @@ topk_elements!(f32, f64, crate::F16, crate::BF16, i32, u32, i64, u64, u8);
 ///   written.
 /// - Lengths, `k` and indices are 64-bit; the input may be any sub-slice.
 ///
-/// It runs a radix select over the elements' keys. From 2^26 elements on (where k is small beside n), one
+/// It runs a radix select over the elements' keys. From 2^24 elements on (where k is small beside n), one
 /// block first samples 8192 elements and bounds the k-th key, and one pass over the input copies every
 /// element reaching the bound to a candidate buffer: 1.3–2.1 reads in all at 2^28 f32 on an H100. Shorter
 /// inputs, and inputs the sample misjudges, read it about twice: a histogram of each key's top 15 bits

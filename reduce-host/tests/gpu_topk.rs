@@ -2,7 +2,7 @@
 //! number, −0.0 equal to +0.0, the smaller index first among equals): the indices must be exactly the
 //! reference's first k, and each value the input's element at its index. Ignored without a GPU.
 //!
-//! The select samples inputs of `topk::SAMPLE_FROM` (2^26) elements or more by default. Most inputs here
+//! The select samples inputs of `topk::SAMPLE_FROM` (2^24) elements or more by default. Most inputs here
 //! are shorter, so run this binary twice on a GPU: as it is, and with `REDUCE_HOST_TOPK_SAMPLE=1`, which
 //! samples from `topk::SAMPLE_MIN` (2^20) on, so that the sampled path meets every key width and layout.
 mod common;

@@ -782,7 +782,9 @@ const LOCATE_BATCH: usize = 8;
 
 /// Finds the bucket of the level's digit in which the k-th greatest composite key lies, extends the
 /// prefix with it, decides where the level's pass reads and whether it buffers, and zeroes the counts
-/// that pass fills. One block.
+/// that pass fills. One block. (Its reads of the state wait one after another, at each early return;
+/// issuing them all at once, volatile so they stay together, measured 2–4 µs slower per select at 2^24,
+/// on an H100, 2026-12-05.)
 ///
 /// # Safety
 /// `p.state` valid, as the previous kernels left it; a block of whole warps with the block scan's shared

@@ -261,14 +261,21 @@ fn every_distribution_takes_its_path() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
 fn a_misjudging_sample_steps_aside() {
-    use reduce_contract::topk::{SAMPLE, SAMPLE_FROM, sample_position, samples};
+    use reduce_contract::topk::{SAMPLE_FROM, SAMPLE_MIN};
     let mut topk = handle();
     // Long enough to be sampled by default (with `REDUCE_HOST_TOPK_SAMPLE=0`, the histogram path's answer
-    // on the same data).
-    let n = SAMPLE_FROM as usize + 7;
-    if n > max_n() {
-        return;
+    // on the same data), and the shortest that can be sampled, with `REDUCE_HOST_TOPK_SAMPLE=1`, which
+    // the sanitizer's capped inputs reach.
+    for n in [SAMPLE_MIN as usize + 7, SAMPLE_FROM as usize + 7] {
+        if n <= max_n() {
+            misjudged(&mut topk, n);
+        }
     }
+}
+
+/// `a_misjudging_sample_steps_aside` at `n`.
+fn misjudged(topk: &mut DeviceTopK, n: usize) {
+    use reduce_contract::topk::{SAMPLE, sample_position, samples};
     let sampled: Vec<usize> = (0..SAMPLE)
         .map(|s| sample_position(s, n as u64) as usize)
         .collect();
@@ -284,15 +291,9 @@ fn a_misjudging_sample_steps_aside() {
         many[i] = s as f32 / SAMPLE as f32;
     }
     assert!(samples(n as u64, 1) && samples(n as u64, 1024));
+    check(topk, &few, 0, &[1, 64, 1024], "few above the sample's key");
     check(
-        &mut topk,
-        &few,
-        0,
-        &[1, 64, 1024],
-        "few above the sample's key",
-    );
-    check(
-        &mut topk,
+        topk,
         &many,
         0,
         &[1, 64, 1024],

@@ -710,9 +710,9 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
 /// Thread t holds a run of buckets from the top down (thread 0 the greatest): each sums its run, one block
 /// scan gives the count above each run, and only the thread whose run holds the boundary walks it. The
 /// loads go in batches of [`LOCATE_BATCH`], all issued before their sum, and each lane starts its sum at its
-/// lane's place in the run, so a warp's shared loads fall in distinct banks. (Runs of 32-bucket rounds, a
-/// warp scan per round, spent ~20 µs of a 1024-thread block on 32768 counters: a load's latency and a
-/// scan per round, one after another.)
+/// lane's place in the run, so a warp's shared loads fall in distinct banks. (Before, each warp scanned
+/// 32-bucket rounds one after another, a load's latency and a warp scan each: the first `pick`, over
+/// 32768 counters, took 20 µs under ncu; this way took 10–14 µs off a sampled select at 2^24 on an H100.)
 ///
 /// # Safety
 /// The whole block calls it, converged, with the block scan's shared memory; `read(b)` may be called for

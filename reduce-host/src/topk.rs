@@ -53,8 +53,9 @@ topk_elements!(f32, f64, crate::F16, crate::BF16, i32, u32, i64, u64, u8);
 /// element's bucket and copies that bucket's elements to the candidate buffer. Later digits, and the
 /// index's digits where the k-th value is tied, read only the candidates. Inputs whose elements are all
 /// equal take one pass. It then sorts the k it selected. Either way the answer is the same. The handle
-/// keeps its stream and a scratch of `32 · max(k, 2048)` bytes for the selected pairs and `4 · n` bytes for the candidates (an eighth of the
-/// input's elements, twice, as 16-byte pairs), grown to the largest call seen, never allocated per call.
+/// keeps its stream and a scratch of `32 · max(k, 2048)` bytes for the selected pairs and `4 · n` bytes
+/// for the candidates (an eighth of the input's elements, twice, as 16-byte pairs), grown to the largest
+/// call seen, never allocated per call.
 ///
 /// ```no_run
 /// use cust::memory::{CopyDestination, DeviceBuffer};

@@ -1,0 +1,339 @@
+//! The sampled start ([`sample`], [`sieve`]): a key that about a few times k·(sample / n) sampled
+//! elements reach, from one block's sample, then one pass that buffers every element reaching it.
+
+use crate::op::Plus;
+use reduce_contract::params::TopKParams;
+use reduce_contract::topk::{
+    BUCKETS, DIGIT_BITS, SAMPLE, SAMPLE_HEADER, SAMPLE_MOST, SAMPLE_THREADS, TopKElement,
+    sample_position, sample_target, value_key,
+};
+
+use super::buffers::{Pending, Stage, buffer, candidates, warp_areas};
+use super::pick::locate;
+use super::{
+    each_key, element, first_width, flush_shared, key_bits, tally, top_digit, zero_shared,
+};
+use crate::arch::{self, lane_id, thread_idx};
+use crate::thread::Vectorize;
+use crate::tile::Tile;
+use crate::warp::{self, FULL_MASK};
+
+/// Whether the sieve takes the element of value key `key` at `index`: a key above `key_above`, or equal to
+/// it at an index below `limit`. The elements taken are those whose composite keys reach
+/// `(key_above, limit − 1)` (or pass `key_above` when `limit` is 0): the best ones, whatever the limit.
+/// Keys compared in 32-bit arithmetic where they fit.
+#[inline(always)]
+fn sieve_takes<T: TopKElement>(key: u64, index: u64, key_above: u64, limit: u64) -> bool {
+    let (above, equal) = if T::KEY_BYTES <= 4 {
+        (
+            key as u32 > key_above as u32,
+            key as u32 == key_above as u32,
+        )
+    } else {
+        (key > key_above, key == key_above)
+    };
+    above || (equal && index < limit)
+}
+
+/// The value key of sampled element `s` ([`sample_position`]).
+///
+/// # Safety
+/// `s < SAMPLE ≤ p.n`; `p.input` valid for `p.n` reads.
+#[inline(always)]
+unsafe fn sampled_key<T: TopKElement>(p: &TopKParams<T>, s: u64) -> u64 {
+    // SAFETY: sample_position(s, n) < n (caller).
+    value_key(
+        unsafe { element(p, sample_position(s, p.n)) },
+        p.largest != 0,
+    )
+}
+
+/// Reads [`SAMPLE`] elements spread over the input and chooses what `sieve` buffers (`state.sieve_key`,
+/// `state.sieve_limit`, see [`sieve_takes`]): about the [`sample_target`] greatest sampled elements' share
+/// of the input. The target-th greatest sampled key is found as `pick` finds its bucket, in two rounds (its
+/// first digit, then the [`DIGIT_BITS`] below it), and cut to those digits:
+/// - where at most [`SAMPLE_MOST`] sampled keys reach the cut key, the sieve takes every element at or
+///   above it;
+/// - where more do, but every sampled key in its bucket is one value (repeated values, NaN), the sieve
+///   takes the elements above that value and those equal to it up to the position of the sampled one
+///   that reaches the target: composite keys, so ties cost no more than distinct values;
+/// - otherwise (a narrow band of distinct values, or ties of 8-byte keys, which the short keys kept
+///   cannot tell from one) nothing, and the histogram runs.
+///
+/// One block.
+///
+/// # Safety
+/// `p.input` valid for `p.n ≥ SAMPLE` reads; `p.state` zeroed; one block of [`SAMPLE_THREADS`] threads
+/// with [`sample_shared`](reduce_contract::topk::sample_shared) bytes of dynamic shared memory for
+/// `p.first_bits`.
+#[inline(always)]
+pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
+    let width = first_width(&p);
+    let lower = key_bits::<T>() - width;
+    let second = DIGIT_BITS.min(lower);
+    let target = sample_target(p.n, p.k);
+    // SAFETY: the shared memory (caller): the block scan's slots, three words at 512 that carry a round's
+    // choice to the block, then the counters (later the warps' extremes and votes).
+    let (words, counts) = unsafe {
+        let base = arch::shared::<u8>();
+        (
+            base.add(512).cast::<u64>(),
+            base.add(SAMPLE_HEADER as usize).cast::<u32>(),
+        )
+    };
+    // SAFETY: shared memory.
+    let window = unsafe { arch::shared_window(counts) };
+    // SAFETY: the counters as zeroed and filled below, at most `1 << width` of them.
+    let read = |b: usize| unsafe { counts.add(b).read() } as u64;
+    // Finds the bucket of `wanted` among `buckets` counters and gives the whole block its
+    // `(bucket, above, count)`; `u64::MAX` as the bucket where the counts do not reach `wanted`.
+    let choose = |buckets: usize, wanted: u64| {
+        let carry = |b: usize, above: u64, count: u64| {
+            // SAFETY: the three words, one writer.
+            unsafe {
+                words.write(b as u64);
+                words.add(1).write(above);
+                words.add(2).write(count);
+            }
+        };
+        // SAFETY: the whole block calls `choose`: the barriers order the counts before `locate`
+        // reads them, and the words' writes before the block reads them; thread 0's mark goes before
+        // the first barrier, and every thread has read the words before the next call's mark (the
+        // counts are zeroed and filled, with barriers, between two calls).
+        unsafe {
+            if thread_idx() == 0 {
+                words.write(u64::MAX);
+            }
+            arch::sync_threads();
+            locate(buckets, wanted, read, carry);
+            arch::sync_threads();
+            (words.read(), words.add(1).read(), words.add(2).read())
+        }
+    };
+    // This thread's sampled keys, `t, t + SAMPLE_THREADS, …`, every load issued before the first count
+    // (unrolled: the array is registers), each kept as its top 32 bits (`short`): all of a key of up to 4
+    // bytes, and both digits of an 8-byte one (sixteen whole 8-byte keys took the kernel to 128
+    // registers, the most a block of 512 threads may have).
+    const EACH: usize = (SAMPLE / SAMPLE_THREADS as u64) as usize;
+    let kept = key_bits::<T>().min(32);
+    let short = |key: u64| (key >> (key_bits::<T>() - kept)) as u32;
+    let mut keys = [0u32; EACH];
+    reduce_contract::each_index!(J < EACH, {
+        // SAFETY: t + J · SAMPLE_THREADS < SAMPLE ≤ n (a block of SAMPLE_THREADS, caller).
+        keys[J] = short(unsafe {
+            sampled_key(
+                &p,
+                thread_idx() as u64 + (J * SAMPLE_THREADS as usize) as u64,
+            )
+        });
+    });
+    // Round one: every sampled key's first digit.
+    // SAFETY: `1 << width` counters; the whole block.
+    unsafe { zero_shared(counts, 1 << width) };
+    reduce_contract::each_index!(J < EACH, {
+        // SAFETY: the whole warp; a key's top `width` bits index the counters.
+        unsafe { tally(window, keys[J] >> (kept - width), true) };
+    });
+    let (first, above, count) = choose(1 << width, target);
+    // Uniform across the block: the sample has fewer than `target` keys (not where `samples` holds).
+    if first == u64::MAX {
+        return;
+    }
+    // The cut key, the bits below its digits, the sampled keys above its bucket and in it.
+    let (cut, below, above, count) = if second == 0 {
+        (first << lower, lower, above, count)
+    } else {
+        // Round two: the next digit of the sampled keys in the chosen first bucket.
+        let below = lower - second;
+        // SAFETY: `1 << second ≤ BUCKETS` counters; the whole block, past `choose`'s last barrier.
+        unsafe { zero_shared(counts, 1 << second) };
+        // Where the digits are in the short keys.
+        let (short_lower, short_below) = (kept - width, kept - width - second);
+        reduce_contract::each_index!(J < EACH, {
+            let digit = (keys[J] >> short_below) & ((1 << second) - 1);
+            // SAFETY: the whole warp; a digit of `second` bits indexes the counters.
+            unsafe { tally(window, digit, (keys[J] >> short_lower) as u64 == first) };
+        });
+        let (digit, at, count) = choose(1 << second, target - above);
+        (first << lower | digit << below, below, above + at, count)
+    };
+    if above + count <= SAMPLE_MOST {
+        if thread_idx() == 0 {
+            // Every element at or above the cut key (the cut key is not 0: all SAMPLE reach 0).
+            set_state!(p, sieve_key, cut - 1);
+            set_state!(p, sieve_limit, 0);
+            set_state!(p, sampled, 1);
+        }
+        return;
+    }
+    // Many sampled keys share the cut key's digits: are they one value? (Known from the short keys only
+    // where they are whole: 8-byte keys step aside.)
+    if T::KEY_BYTES > 4 {
+        return;
+    }
+    let warp_id = arch::warp_id() as usize;
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    reduce_contract::each_index!(J < EACH, {
+        let key = keys[J] as u64;
+        if key >> below == cut >> below {
+            lo = lo.min(key);
+            hi = hi.max(key);
+        }
+    });
+    // SAFETY: whole warps; then the warps' extremes in the counters' place (32 + 32 words, past
+    // `choose`'s last barrier), and the barrier before anyone reads them.
+    unsafe {
+        let (lo, hi) = (
+            warp::min_u64(lo, 32, FULL_MASK),
+            !warp::min_u64(!hi, 32, FULL_MASK),
+        );
+        let extremes = counts.cast::<u64>();
+        if lane_id() == 0 {
+            extremes.add(warp_id).write(lo);
+            extremes.add(32 + warp_id).write(hi);
+        }
+        arch::sync_threads();
+    }
+    let warps = (SAMPLE_THREADS / 32) as usize;
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for w in 0..warps {
+        // SAFETY: written before the barrier above.
+        unsafe {
+            lo = lo.min(counts.cast::<u64>().add(w).read());
+            hi = hi.max(counts.cast::<u64>().add(32 + w).read());
+        }
+    }
+    // Uniform: distinct values in a narrow band; the sieve would take too many.
+    if lo != hi {
+        return;
+    }
+    // One value: the sieve takes the elements above it, and those equal to it at positions up to the
+    // `want`-th sampled one (in sample order, which is position order): then `above + want = target`
+    // sampled composite keys reach the sieve's least.
+    let want = target - above;
+    // SAFETY: each warp's vote of each round in the counters' place, past the extremes (64 words), and
+    // the barrier before warp 0 reads them.
+    let votes = unsafe { counts.add(128) };
+    reduce_contract::each_index!(J < EACH, {
+        // SAFETY: the whole warp; one writer per vote.
+        unsafe {
+            let vote = warp::ballot(FULL_MASK, keys[J] as u64 == lo);
+            if lane_id() == 0 {
+                votes.add(J * warps + warp_id).write(vote);
+            }
+        }
+    });
+    // SAFETY: every thread reaches this barrier: the votes are complete.
+    unsafe { arch::sync_threads() };
+    if warp_id != 0 {
+        return;
+    }
+    let mut before = 0u64;
+    for j in 0..EACH {
+        // Lane w holds warp w's vote of round j: samples j · SAMPLE_THREADS + 32 w + bit.
+        let lane = lane_id() as usize;
+        // SAFETY: written before the barrier above, for lane < warps.
+        let vote = if lane < warps {
+            unsafe { votes.add(j * warps + lane).read() }
+        } else {
+            0
+        };
+        let ones = vote.count_ones() as u64;
+        // SAFETY: the whole of warp 0.
+        let (ahead, total) = unsafe { Tile::<32>::new().scan::<Plus<u64>>(ones) };
+        let ahead = before + ahead;
+        if ahead < want && want <= ahead + ones {
+            // The (want − ahead)-th vote of this lane's warp, from its lowest lane.
+            let mut rest = vote;
+            for _ in 1..want - ahead {
+                rest &= rest - 1;
+            }
+            let s = (j * SAMPLE_THREADS as usize + 32 * lane) as u64 + rest.trailing_zeros() as u64;
+            set_state!(p, sieve_key, lo);
+            set_state!(p, sieve_limit, sample_position(s, p.n) + 1);
+            set_state!(p, sampled, 1);
+        }
+        before += total;
+    }
+}
+
+/// Copies every element the sample's rule takes ([`sieve_takes`]) to candidate buffer 0, counts them by
+/// their first digit into `state.sieved`, and marks `state.mixed` as [`histogram`] does: the one read of
+/// the input where the sample holds ([`sieve_holds`]), which the first histogram and `split` then skip.
+/// The hot loop is the key, one compare and one vote per element.
+///
+/// # Safety
+/// `p.input` valid for `p.n` reads; the state as `sample` left it; [`LEVEL_SHARED`] bytes of dynamic
+/// shared memory; candidate buffer 0 valid for `p.capacity` entries; a grid of whole warps.
+#[inline(always)]
+pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
+    // Uniform across the grid.
+    if state!(p, sampled) == 0 {
+        return;
+    }
+    let (key_above, limit) = (state!(p, sieve_key), state!(p, sieve_limit));
+    let width = first_width(&p);
+    // The least first digit of a key the sieve takes (the key above it's, or its own with a limit).
+    let low = top_digit::<T>(key_above + (limit == 0) as u64, width);
+    // The first digits from `low` up that a block counts in shared memory; digits higher still (far
+    // above the sample's key, rare) go to the state one atomic each.
+    let span = ((1u32 << width) - low).min(BUCKETS as u32);
+    // SAFETY: LEVEL_SHARED bytes (caller): the histograms' place, then the warps' areas; the whole block.
+    let (window, stages, mut pending) = unsafe {
+        let counts = arch::shared::<u32>();
+        zero_shared(counts, BUCKETS);
+        let (stages, pending) = warp_areas(counts);
+        (arch::shared_window(counts), stages, pending)
+    };
+    // SAFETY: a field of the valid state.
+    let sieved = unsafe { (&raw mut (*p.state).sieved).cast::<u64>() };
+    // SAFETY: this warp's stage; buffer 0 holds `capacity` (caller), and the stage writes no further.
+    let mut kept =
+        unsafe { Stage::new(stages, 0, candidates(p.state, 0), buffer(&p, 0), p.capacity) };
+    // Whether any two keys differ, as `histogram` marks it, which does not run where the sieve holds:
+    // equal input then ends in `fill` after this one read, not in passes over the k buffered.
+    // SAFETY: n ≥ k ≥ 1 (caller).
+    let reference = unsafe { sampled_key(&p, 0) };
+    let mut mixed = false;
+    let drain = #[inline(always)]
+    |pending: &mut Pending, kept: &mut Stage| {
+        // Inlined by force: a closure call in the drain's loop would put the pass's state in local memory.
+        let handle = #[inline(always)]
+        |key, index, valid| {
+            // A valid key is taken, so its first digit is at least `low`.
+            let d = top_digit::<T>(key, width).wrapping_sub(low);
+            let near = d < span;
+            // SAFETY: the whole warp (`drain` calls it so); d < span ≤ BUCKETS counters where counted;
+            // the state's `sieved` holds every first digit.
+            unsafe {
+                tally(window, d, valid && near);
+                if valid && !near {
+                    arch::atomic_add_u64(sieved.add((d + low) as usize), 1);
+                }
+                kept.push(valid, key, index);
+            }
+        };
+        // SAFETY: the whole warp (every caller below is warp-uniform).
+        unsafe { pending.drain(handle) }
+    };
+    // SAFETY: the input (caller); `add` and `drain` run warp-uniformly inside `each_key`.
+    unsafe {
+        each_key(&p, |key, i, ok| {
+            mixed |= ok && key != reference;
+            if pending.add(ok && sieve_takes::<T>(key, i, key_above, limit), key, i) {
+                core::hint::cold_path();
+                drain(&mut pending, &mut kept);
+            }
+        });
+        drain(&mut pending, &mut kept);
+        kept.flush();
+        flush_shared(
+            arch::shared::<u32>(),
+            sieved.add(low as usize),
+            span as usize,
+        );
+        if warp::any(FULL_MASK, mixed) && lane_id() == 0 {
+            arch::atomic_max_u64(&raw mut (*p.state).mixed, 1);
+        }
+    }
+}

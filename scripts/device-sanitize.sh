@@ -2,7 +2,8 @@
 # Runs every GPU test binary under all four compute-sanitizer tools (memcheck, racecheck, synccheck,
 # initcheck) on a GPU machine, with no time limit: inputs are capped instead (REDUCE_TEST_MAX_N, the soak's
 # call count, the property tests' case count). Each binary's tests are split into shards that run in
-# parallel, so the slow tools finish; every test of every binary runs under every tool.
+# parallel, so the slow tools finish; every test of every binary runs under every tool, but the two-GPU
+# tests and the missing-kernel test (see below).
 #   bash scripts/device-sanitize.sh [BINARY...]      (default: every binary in target/device-pack/tests)
 # Expects the packed test binaries in target/device-pack/tests (see ../shared/tools/device-pack). One log
 # per shard run goes to $SANITIZE_LOGS (/tmp/sanitize), a line per run as it ends to

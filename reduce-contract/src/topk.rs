@@ -12,24 +12,24 @@
 //! # The passes (device-wide)
 //! A most-significant-digit radix select over the composite keys that reads the input twice on most data
 //! (AIR top-k's adaptive buffer, in outline), or once where a sample bounds the answer:
-//! 0. Where [`samples`] says so (large inputs, k small beside n), `sample` reads [`SAMPLE`] elements spread
-//!    over the input and takes a bound on composite keys that about [`sample_target`] of them reach: a
-//!    value key, or where the sample's best elements tie (keys of up to 4 bytes), one value up to a
-//!    position. Fewer than k
-//!    elements of the input reaching it is unlikely. `sieve` then reads the input once and copies every
-//!    element that reaches it to candidate buffer 0, counting them by their first digit. Where at
-//!    least k and at most [`capacity`] did ([`sieve_holds`]), the select goes on from those counts
-//!    and that buffer, and the first histogram and the second read of the input are skipped; where not
-//!    (a sample that misjudged the input), the passes below run as if no sample had been taken. Either
-//!    way the answer is the same: the sample decides only how fast it comes.
+//! 0. Where the host samples (from [`SAMPLE_FROM`] elements on, where [`samples`] holds: k small beside
+//!    n), `sample` reads [`SAMPLE`] elements spread over the input and takes a bound on composite keys that
+//!    about [`sample_target`] of them reach: a value key, or where the sample's best elements tie (keys of
+//!    up to 4 bytes), one value up to a position. Fewer than k elements of the input reaching it is
+//!    unlikely. `sieve` then reads the input once and copies every element that reaches it to candidate
+//!    buffer 0, counting them by their first digit. Where at least k and at most [`capacity`] did
+//!    ([`sieve_holds`]), the select goes on from those counts and that buffer, and the first histogram and
+//!    the second read of the input are skipped; where not (a sample that misjudged the input), the passes
+//!    below run as if no sample had been taken. Either way the answer is the same: the sample decides only
+//!    how fast it comes.
 //! 1. `histogram` counts the top [`first_bits`] bits of every value key (32768 buckets in shared memory
-//!    where the device has room), and the least and greatest key. Equal least and greatest keys mean every
-//!    element ties: the answer is the first k indices (`fill`), one read in all.
-//! 2. `pick` finds the bucket of the k-th greatest key. `level` then reads the input once more: elements in
+//!    where the device has room), and marks whether any key differs from the first element's (`mixed`).
+//!    None differing means every element ties: the answer is the first k indices (`fill`), one read in all.
+//! 2. `pick` finds the bucket of the k-th greatest key. `split` then reads the input once more: elements in
 //!    a greater bucket are selected (fewer than k of them, appended to the output pairs); those in the
 //!    chosen bucket are counted by their next digit ([`DIGIT_BITS`]) and by the top digit of their index,
 //!    and copied to a candidate buffer when they fit ([`capacity`]).
-//! 3. Each later `pick`/`level` pair reads only the candidates, one buffer into the other, until the chosen
+//! 3. Each later `pick`/`level` pair (and the first, after a sieve that holds) reads only the candidates, one buffer into the other, until the chosen
 //!    bucket holds exactly the number still wanted (`take_all`). When a bucket's entries all have one value
 //!    key, the select jumps to the index's digits at once: ties cost a pass over the few candidates, not
 //!    over the input. A bucket too large for the buffer is refined by reading the input again.
@@ -158,7 +158,8 @@ const fn isqrt(x: u64) -> u64 {
     root
 }
 
-/// Whether a top-k of `k` among `n` elements starts with a sample ([`sieve_holds`]).
+/// Whether a top-k of `k` among `n` elements may start with a sample ([`sieve_holds`]): the host samples
+/// by default only from [`SAMPLE_FROM`] elements on.
 pub const fn samples(n: u64, k: u64) -> bool {
     n >= SAMPLE_MIN && sample_target(n, k) <= SAMPLE_MOST
 }
@@ -326,10 +327,10 @@ pub struct State {
     pub count: u64,
     /// Entries in each candidate buffer.
     pub candidates: [u64; 2],
-    /// The complement of the least value key of what the current histogram counted (all elements for the
-    /// first, the chosen bucket's entries after): zero, like `greatest`, before anything is counted.
+    /// The complement of the least value key among the chosen bucket's entries that the last `split` or
+    /// `level` counted (`pick` zeroes it for the next): zero, like `greatest`, before anything is counted.
     pub not_least: u64,
-    /// The greatest value key of what the current histogram counted.
+    /// The greatest value key among the chosen bucket's entries that the last `split` or `level` counted.
     pub greatest: u64,
     /// Nonzero when the first histogram met two different value keys (zero: every element is equal).
     pub mixed: u64,

@@ -114,8 +114,8 @@ unsafe fn write_result<T: Copy>(p: &TopKParams<T>, j: u64, index: u64) {
 /// Sorts the k ≤ [`SORT_TILE`] selected pairs and writes the results. One block.
 ///
 /// # Safety
-/// As [`filter`]'s outputs, now written; the outputs valid for `p.k` writes; `16 · SORT_TILE` bytes of
-/// dynamic shared memory.
+/// As the select's outputs (`split`, `level`), now written; the outputs valid for `p.k` writes;
+/// `16 · SORT_TILE` bytes of dynamic shared memory.
 #[inline(always)]
 pub unsafe fn sort<T: Copy>(p: TopKParams<T>) {
     if state!(p, done) == ALL_EQUAL {

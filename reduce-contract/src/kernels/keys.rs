@@ -174,8 +174,8 @@ keys! {
         /// A warp per segment of at most one chunk.
         Warp = "segment_warp",
         /// Any lengths: a block per group of `width` segments (at most its warps; offsets take eight, rows
-        /// longer than a chunk one), a warp per segment of at most one chunk and the whole block per longer
-        /// one.
+        /// longer than a chunk one); a warp sums a segment alone up to one chunk (up to four when the block
+        /// takes a group), the whole block a longer one.
         Block = "segment_block",
         /// Rows split into chunks, first pass: a warp per (row, chunk) pair, any grid; `pieces` chunks per
         /// row, their accumulators into `partials`, row-major.

@@ -589,8 +589,8 @@ enum ReproPlan {
     /// `width` lanes per segment: a warp (32) per segment of at most one chunk, or a tile of `width < 32`
     /// lanes per segment of at most `width` elements.
     Warp { width: u32 },
-    /// A block per `group` segments at a time: a warp per segment of one chunk at most, the whole block per
-    /// longer one.
+    /// A block per `group` segments at a time: a warp sums a segment alone up to one chunk (up to four
+    /// chunks when `group > 1`), the whole block a longer one.
     Block { group: u32 },
     /// Rows cut into `pieces` chunks each: a warp per (row, chunk), then a block per row.
     Split { pieces: u32 },

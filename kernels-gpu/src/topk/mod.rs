@@ -13,9 +13,9 @@
 //!   selects what lies above the chosen bucket, counts the chosen bucket's entries by their next digit
 //!   (and their index's top digit), and copies them to the other buffer.
 //! - [`fill`]: the answer when every key is equal, the first k elements.
-//! - [`sort`] (k ≤ [`SORT_TILE`](reduce_contract::topk::SORT_TILE)): one block sorts the selected pairs in shared memory and writes the
-//!   results; [`sort_block`], [`merge`] and [`gather`] for larger k: sorted runs of [`SORT_TILE`](reduce_contract::topk::SORT_TILE), merged
-//!   pairwise (merge path), then the results.
+//! - [`sort`] (k ≤ [`SORT_TILE`](reduce_contract::topk::SORT_TILE)): one block sorts the selected pairs in
+//!   shared memory and writes the results; [`sort_block`], [`merge`] and [`gather`] for larger k: sorted
+//!   runs of `SORT_TILE`, merged pairwise (merge path), then the results.
 
 use reduce_contract::params::TopKParams;
 use reduce_contract::topk::{State, TopKElement, value_key};

@@ -191,14 +191,7 @@ fn run() -> Result<bool, BoxError> {
         None => ROWS,
     };
 
-    // Without a GPU: one line saying so, and success (nothing to measure).
-    let gpu = match Gpu::new() {
-        Err(reduce_host::Error::NoDevice(e)) => {
-            eprintln!("custom bench: no CUDA GPU on this machine ({e}); nothing measured");
-            return Ok(true);
-        }
-        r => r?,
-    };
+    let gpu = support::open_gpu()?;
     let info = gpu.info().clone();
     let l2 = cust::device::Device::get_device(info.ordinal)?
         .get_attribute(cust::device::DeviceAttribute::L2CacheSize)? as usize;

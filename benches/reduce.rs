@@ -278,7 +278,7 @@ fn sum_ok(got: f32, host: &[f32]) -> bool {
 }
 
 fn main() -> ExitCode {
-    support::main("bench", run)
+    support::main("reduce bench", run)
 }
 
 fn run() -> Result<bool, BoxError> {

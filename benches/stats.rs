@@ -384,13 +384,7 @@ fn run() -> Result<bool, BoxError> {
             .collect::<Result<_, _>>()?,
         None => ROWS.to_vec(),
     };
-    let gpu = match Gpu::new() {
-        Err(reduce_host::Error::NoDevice(e)) => {
-            eprintln!("stats bench: no CUDA GPU on this machine ({e}); nothing measured");
-            return Ok(true);
-        }
-        r => r?,
-    };
+    let gpu = support::open_gpu()?;
     let info = gpu.info().clone();
     let mut bench = Bench {
         stream: gpu.stream()?,

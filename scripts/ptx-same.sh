@@ -58,7 +58,15 @@ def kernels(path):
 a, b = kernels(sys.argv[1]), kernels(sys.argv[2])
 differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 print(f"ptx-same: {len(a)} and {len(b)} kernels; {len(differ)} differ")
-for k in differ[:20]:
-    print("  differs:", k)
+# By family: the name without its element type (the last `_` part), with the types that differ.
+families = {}
+for k in differ:
+    family, _, ty = k.rpartition('_')
+    if family:
+        families.setdefault(family, []).append(ty)
+    else:
+        families.setdefault(k, [])
+for family, types in sorted(families.items()):
+    print(f"  differs: {family}" + (f" ({', '.join(sorted(types))})" if types else ""))
 sys.exit(1 if differ else 0)
 PY

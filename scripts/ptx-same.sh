@@ -42,6 +42,11 @@ def kernels(path):
     for block in re.split(r'\n(?=(?:\.visible )?\.(?:entry|func) )', text):
         head = re.match(r'(?:\.visible )?\.(entry|func)\s+(?:\([^)]*\)\s*)?(\S+?)\(', block)
         if not head:
+            # Module-level declarations (constant tables, shared arrays): compared as a sorted list of
+            # lines, every symbol name alike, so that a table's contents count but not its name or place.
+            lines = re.sub(r'anon_\$_[0-9a-f]+_\$_\d+|_ZN[0-9A-Za-z_$.]+', 'SYM', block).split('\n')
+            out.setdefault('module declarations', []).extend(
+                l for l in lines if l.strip() and not l.startswith('//'))
             continue
         names = {}
         def number(m):
@@ -57,7 +62,8 @@ def kernels(path):
 
 a, b = kernels(sys.argv[1]), kernels(sys.argv[2])
 differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-print(f"ptx-same: {len(a)} and {len(b)} kernels; {len(differ)} differ")
+entries = lambda d: sum(1 for k in d if k not in ('module declarations', 'helper functions'))
+print(f"ptx-same: {entries(a)} and {entries(b)} kernels; {len(differ)} differ")
 # By family: the name without its element type (the last `_` part), with the types that differ.
 families = {}
 for k in differ:

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# One device call that measures a kernel change against main and checks it, inside the 10-minute limit, so
+# that a session whose machine may start only once loses nothing to a second call. Runs on the GPU machine,
+# from the repo root:
+#   BUDGET=585 bash scripts/device-ab.sh MODE
+# Expects (built here, carried): target/device-pack.tar.xz holding the change's test binaries (device-pack
+# --tests) and, in device-pack/benches, each compared bench twice as NAME-cand and NAME-main (the stripped
+# binaries of `cargo bench --bench NAME --no-run` on each side); optionally target/dcall/cccl.tgz, an
+# `include` folder of CCCL ≥ 3.5 headers (the `cuda-cccl` wheel), for CUB's DeviceTopK rows.
+# MODE: `all` (topk at 2^24 on each side, toolbox on the change's; the whole suite, beside the sanitizer
+# over the binaries in $CHANGED, which run the changed kernels; top-k tests with the sample), `short`
+# (benches, then the suite), `tiny` (topk only), `sanitize` (every binary under all four tools). Each step's
+# log goes to $OUT/r/STEP/log.txt, its exit status and seconds to $OUT/r/steps.txt; everything comes back as
+# $OUT/all.tgz (a call returns at most 8 files).
+# A step that would pass the budget is cut short (timeout) or skipped, and says so.
+set -uo pipefail
+mode=${1:-all}
+case "$mode" in
+all | short | tiny | sanitize) ;;
+*) echo "usage: BUDGET=SECONDS bash scripts/device-ab.sh all|short|tiny|sanitize" >&2 && exit 2 ;;
+esac
+t0=$(date +%s)
+budget=${BUDGET:-585}
+left() { echo $((budget - ($(date +%s) - t0))); }
+R=$OUT/r
+mkdir -p "$R"
+tar -xJf target/device-pack.tar.xz -C target
+if [ -f target/dcall/cccl.tgz ]; then
+    tar -xzf target/dcall/cccl.tgz -C /tmp && export CCCL_INCLUDE=/tmp/include
+fi
+# The benches' torch rows are left out (a python3 that fails): they take minutes and do not change with ours.
+mkdir -p /tmp/nopy && printf '#!/bin/sh\nexit 1\n' >/tmp/nopy/python3 && chmod +x /tmp/nopy/python3
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem,temperature.gpu --format=csv \
+    >"$R/gpu.txt" 2>&1
+run() {
+    local step=$1 limit=$2 l s rc
+    shift 2
+    l=$(left)
+    mkdir -p "$R/$step"
+    if [ "$l" -lt 25 ] || [ "$limit" -lt 1 ]; then echo "$step skipped (time)" >>"$R/steps.txt"; return; fi
+    [ "$limit" -gt "$l" ] && limit=$l
+    s=$(date +%s)
+    (export OUT=$R/$step; timeout "$limit" "$@") >"$R/$step/log.txt" 2>&1
+    rc=$?
+    echo "$step rc=$rc $(($(date +%s) - s))s" >>"$R/steps.txt"
+}
+B=target/device-pack/benches
+# The test binaries that run the changed kernels (`bash scripts/ptx-same.sh main` lists those kernels).
+CHANGED=${CHANGED:-gpu_select gpu_select_types gpu_topk gpu_segmented_topk}
+T=target/device-pack/tests
+bench() { run "$1-$2" "$3" env PATH=/tmp/nopy:$PATH "$B/$1-$2" --bench "${@:4}"; }
+case "$mode" in
+all)
+    for v in cand main; do bench topk $v 120 --sizes 16777216; done
+    bench toolbox cand 130
+    # The soak measures the device's free memory, so it runs alone at the end.
+    mkdir -p /tmp/alone && mv "$T/gpu_soak" /tmp/alone/
+    # Tests are not timed, so the sanitizer runs beside them.
+    (run sanitize-changed $(($(left) - 50)) env SANITIZE_JOBS=12 bash scripts/device-sanitize.sh $CHANGED) &
+    run tests 200 bash target/device-pack/run.sh tests
+    for t in gpu_topk gpu_segmented_topk; do
+        run "$t-sampled" 90 env REDUCE_HOST_TOPK_SAMPLE=1 "$T/$t" --include-ignored --test-threads=2
+    done
+    wait
+    run soak 45 /tmp/alone/gpu_soak --include-ignored --test-threads=1
+    ;;
+short)
+    for v in cand main; do bench topk $v 110 --sizes 16777216; done
+    bench toolbox cand 110
+    run tests 150 bash target/device-pack/run.sh tests
+    ;;
+tiny)
+    for v in cand main; do bench topk $v 100 --sizes 16777216; done
+    ;;
+sanitize)
+    run sanitize 560 env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh
+    ;;
+esac
+tar -czf "$OUT/all.tgz" -C "$OUT" r
+cat "$R/steps.txt"
+[ -f "$R/tests/log.txt" ] && grep -h '^=== ' "$R/tests/log.txt"
+exit 0

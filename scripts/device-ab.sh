@@ -49,9 +49,11 @@ B=target/device-pack/benches
 CHANGED=${CHANGED:-gpu_select gpu_select_types gpu_topk gpu_segmented_topk}
 T=target/device-pack/tests
 bench() { run "$1-$2" "$3" env PATH=/tmp/nopy:$PATH "$B/$1-$2" --bench "${@:4}"; }
+# Top-k at 2^24, the change's build then main's, each with at most $1 seconds.
+topk_pair() { for v in cand main; do bench topk $v "$1" --sizes 16777216; done; }
 case "$mode" in
 all)
-    for v in cand main; do bench topk $v 120 --sizes 16777216; done
+    topk_pair 120
     bench toolbox cand 130
     # The soak measures the device's free memory, so it runs alone at the end.
     mkdir -p /tmp/alone && mv "$T/gpu_soak" /tmp/alone/
@@ -65,12 +67,12 @@ all)
     run soak 45 /tmp/alone/gpu_soak --include-ignored --test-threads=1
     ;;
 short)
-    for v in cand main; do bench topk $v 110 --sizes 16777216; done
+    topk_pair 110
     bench toolbox cand 110
     run tests 150 bash target/device-pack/run.sh tests
     ;;
 tiny)
-    for v in cand main; do bench topk $v 100 --sizes 16777216; done
+    topk_pair 100
     ;;
 sanitize)
     run sanitize 560 env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh

@@ -7,9 +7,10 @@
 # --tests) and, in device-pack/benches, each compared bench twice as NAME-cand and NAME-main (the stripped
 # binaries of `cargo bench --bench NAME --no-run` on each side); optionally target/dcall/cccl.tgz, an
 # `include` folder of CCCL ≥ 3.5 headers (the `cuda-cccl` wheel), for CUB's DeviceTopK rows.
-# MODE: `all` (topk at 2^24 on each side, toolbox on the change's; the whole suite, beside the sanitizer
-# over the binaries in $CHANGED, which run the changed kernels; top-k tests with the sample), `short`
-# (benches, then the suite), `tiny` (topk only), `sanitize` (every binary under all four tools). Each step's
+# MODE: `all` (topk at 2^24 and toolbox, each side; the whole suite and the top-k tests with the sample,
+# alone; then the sanitizer over the binaries in $CHANGED, which run the changed kernels, for the time
+# left; SANITIZE_DONE as in device-sanitize.sh skips runs an earlier call finished), `short` (benches, then
+# the suite), `tiny` (topk only), `sanitize` (every binary under all four tools). Each step's
 # log goes to $OUT/r/STEP/log.txt, its exit status and seconds to $OUT/r/steps.txt; everything comes back as
 # $OUT/all.tgz (a call returns at most 8 files).
 # A step that would pass the budget is cut short (timeout) or skipped, and says so.
@@ -53,18 +54,16 @@ bench() { run "$1-$2" "$3" env PATH=/tmp/nopy:$PATH "$B/$1-$2" --bench "${@:4}";
 topk_pair() { for v in cand main; do bench topk $v "$1" --sizes 16777216; done; }
 case "$mode" in
 all)
+    # The first bench of a machine also compiles CUB's comparator (about 35 s).
     topk_pair 120
-    bench toolbox cand 130
-    # The soak measures the device's free memory, so it runs alone at the end.
-    mkdir -p /tmp/alone && mv "$T/gpu_soak" /tmp/alone/
-    # Tests are not timed, so the sanitizer runs beside them.
-    (run sanitize-changed $(($(left) - 50)) env SANITIZE_JOBS=12 bash scripts/device-sanitize.sh $CHANGED) &
-    run tests 200 bash target/device-pack/run.sh tests
+    for v in cand main; do bench toolbox $v 60; done
+    # Alone: beside 12 sanitizer jobs (2026-12-06) the suite passed 200 s (94 s alone) and lost its log,
+    # which run.sh writes at the end. run.sh runs the soak alone after the others.
+    run tests 150 bash target/device-pack/run.sh tests
     for t in gpu_topk gpu_segmented_topk; do
-        run "$t-sampled" 90 env REDUCE_HOST_TOPK_SAMPLE=1 "$T/$t" --include-ignored --test-threads=2
+        run "$t-sampled" 60 env REDUCE_HOST_TOPK_SAMPLE=1 "$T/$t" --include-ignored --test-threads=4
     done
-    wait
-    run soak 45 /tmp/alone/gpu_soak --include-ignored --test-threads=1
+    run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED
     ;;
 short)
     topk_pair 110

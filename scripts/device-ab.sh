@@ -50,13 +50,18 @@ B=target/device-pack/benches
 CHANGED=${CHANGED:-gpu_select gpu_select_types gpu_topk gpu_segmented_topk}
 T=target/device-pack/tests
 bench() { run "$1-$2" "$3" env PATH=/tmp/nopy:$PATH "$B/$1-$2" --bench "${@:4}"; }
-# Top-k at 2^24, the change's build then main's, each with at most $1 seconds.
-topk_pair() { for v in cand main; do bench topk $v "$1" --sizes 16777216; done; }
+# Bench $1 from the change's build, then main's, each with at most $2 seconds and the arguments after.
+pair() {
+    local name=$1 limit=$2 v
+    shift 2
+    for v in cand main; do bench "$name" $v "$limit" "$@"; done
+}
+topk_pair() { pair topk "$1" --sizes 16777216; }
 case "$mode" in
 all)
     # The first bench of a machine also compiles CUB's comparator (about 35 s).
     topk_pair 120
-    for v in cand main; do bench toolbox $v 60; done
+    pair toolbox 60
     # Alone: beside 12 sanitizer jobs (2026-12-06) the suite passed 200 s (94 s alone) and lost its log,
     # which run.sh writes at the end. run.sh runs the soak alone after the others.
     run tests 150 bash target/device-pack/run.sh tests

@@ -164,15 +164,28 @@ pub const fn samples(n: u64, k: u64) -> bool {
     n >= SAMPLE_MIN && sample_target(n, k) <= SAMPLE_MOST
 }
 
-/// The position of sampled element `s` (`s < SAMPLE`) in `n ≥ SAMPLE` elements: one in each of `SAMPLE`
-/// equal strides, at a hashed place inside it, so that sorted input is sampled evenly and periodic input
-/// is not sampled at one phase.
+/// Sampled elements read side by side: a run of 8 (a 32-byte sector of 4-byte elements), which 8 lanes of
+/// `sample`'s warps load together. Single elements cost the one-block `sample` a sector each, 8192 scattered
+/// loads in flight from one SM, which seemed to bound its time (the sampled path costs about 30 µs more
+/// than the histogram path on all-equal input on an H100, the sample most of it); runs need an eighth of
+/// the sectors. (Not yet measured: branch `topk-sample-runs`.) The runs are spread as single elements were (one per equal
+/// stride), so sorted input is sampled as evenly; elements of a run are not independent draws where
+/// neighbours are alike, which the target's margin (four standard deviations of independent draws) then
+/// covers less well, and a misjudged sample steps aside ([`sieve_holds`]).
+pub const SAMPLE_RUN: u64 = 8;
+
+/// The position of sampled element `s` (`s < SAMPLE`) in `n ≥ SAMPLE` elements: element `s % SAMPLE_RUN`
+/// of run `s / SAMPLE_RUN`, one run in each of `SAMPLE / SAMPLE_RUN` equal strides at a hashed place inside
+/// it, so that sorted input is sampled evenly and periodic input is not sampled at one phase. Increasing
+/// in `s`, and below `n`.
 #[inline(always)]
 pub const fn sample_position(s: u64, n: u64) -> u64 {
-    let stride = n / SAMPLE;
-    // A 32-bit multiplicative hash of s (Knuth's constant), scaled into the stride.
-    let hash = (s as u32).wrapping_mul(0x9e37_79b1) as u128;
-    s * stride + ((hash * stride as u128) >> 32) as u64
+    let stride = n / (SAMPLE / SAMPLE_RUN);
+    let (run, j) = (s / SAMPLE_RUN, s % SAMPLE_RUN);
+    // A 32-bit multiplicative hash of the run (Knuth's constant), scaled into the places where a whole
+    // run fits in the stride (stride ≥ SAMPLE_RUN as n ≥ SAMPLE).
+    let hash = (run as u32).wrapping_mul(0x9e37_79b1) as u128;
+    run * stride + ((hash * (stride - SAMPLE_RUN + 1) as u128) >> 32) as u64 + j
 }
 
 /// Threads of a per-segment top-k block: also the buckets of its 8-bit radix digits.

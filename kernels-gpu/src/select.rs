@@ -656,6 +656,20 @@ unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize, co
     let field = |w: u64, r: usize| (w >> (16 * r)) & 0xffff;
     let aggregate = (0..V).map(|r| field(totals, r)).sum::<u64>();
 
+    // Warp 0 publishes the tile's count and looks back first, so successors see the count as soon as the
+    // tile is scanned, and the other warps' compaction overlaps the look-back's wait.
+    if arch::warp_id() == 0 {
+        // SAFETY: warp 0 is whole and converged; the tile number came from `next_tile`.
+        let prefix = unsafe { states.exclusive_prefix(Tile::<32>::new(), tile, aggregate) };
+        if arch::lane_id() == 0 {
+            // SAFETY: PREFIX_WORD is inside the shared memory, past the scan's slots; one writer.
+            unsafe { words.add(PREFIX_WORD).write(prefix) };
+            if tile == arch::grid_dim() - 1 {
+                // SAFETY: `count` is valid for one write; only the last tile writes it.
+                unsafe { count.write(prefix + aggregate) };
+            }
+        }
+    }
     {
         // Compact the tile into shared memory at its tile-local places (no prefix needed yet), so the global
         // writes below are whole contiguous runs instead of scattered partial lines.
@@ -668,18 +682,6 @@ unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize, co
             unsafe { chunks[r].write(keep[r], stage, at + field(before, r)) };
             at += field(totals, r);
             r += 1;
-        }
-    }
-    if arch::warp_id() == 0 {
-        // SAFETY: warp 0 is whole and converged; the tile number came from `next_tile`.
-        let prefix = unsafe { states.exclusive_prefix(Tile::<32>::new(), tile, aggregate) };
-        if arch::lane_id() == 0 {
-            // SAFETY: PREFIX_WORD is inside the shared memory, past the scan's slots; one writer.
-            unsafe { words.add(PREFIX_WORD).write(prefix) };
-            if tile == arch::grid_dim() - 1 {
-                // SAFETY: `count` is valid for one write; only the last tile writes it.
-                unsafe { count.write(prefix + aggregate) };
-            }
         }
     }
     // SAFETY: every thread reaches this barrier.

@@ -52,6 +52,7 @@
 extern crate reduce_contract;
 
 pub mod arch;
+pub mod bitonic;
 pub mod block;
 pub mod block_scan;
 pub mod custom;

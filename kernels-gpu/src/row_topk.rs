@@ -19,6 +19,7 @@ use reduce_contract::topk::{
 use core::mem::MaybeUninit;
 
 use crate::arch::{self, Vec16, block_idx, grid_dim, thread_idx};
+use crate::bitonic;
 use crate::block_scan;
 use crate::half::{BF16, F16};
 use crate::op::Plus;
@@ -391,38 +392,23 @@ impl<T: RowElement> Filter<T> {
             }
             j += ROW_THREADS;
         }
-        let mut width = 2;
-        while width <= size {
-            let mut stride = width / 2;
-            while stride > 0 {
-                // SAFETY: the whole block.
-                unsafe { arch::sync_threads() };
-                let mut j = t;
-                while j < size / 2 {
-                    let a = (j / stride) * 2 * stride + j % stride;
-                    let b = a + stride;
-                    // Runs whose `width` bit is clear go best first, the others worst first.
-                    let best_first = a & width == 0;
-                    // SAFETY: a < b < size; each pair has one thread between two barriers.
-                    unsafe {
-                        let (ca, cb) = (self.composite(a), self.composite(b));
-                        if (cb > ca) == best_first {
-                            let (ka, kb) = (self.keys.add(a as usize), self.keys.add(b as usize));
-                            let (x, y) = (ka.read(), kb.read());
-                            ka.write(y);
-                            kb.write(x);
-                            self.inverted.add(a as usize).write(cb as u32);
-                            self.inverted.add(b as usize).write(ca as u32);
-                        }
-                    }
-                    j += ROW_THREADS;
+        // Runs whose `width` bit is clear go best first, the others worst first.
+        let exchange = |a: usize, b: usize, best_first: bool| {
+            // SAFETY: a < b < size ≤ cap; each pair has one thread between two barriers.
+            unsafe {
+                let (ca, cb) = (self.composite(a as u32), self.composite(b as u32));
+                if (cb > ca) == best_first {
+                    let (ka, kb) = (self.keys.add(a), self.keys.add(b));
+                    let (x, y) = (ka.read(), kb.read());
+                    ka.write(y);
+                    kb.write(x);
+                    self.inverted.add(a).write(cb as u32);
+                    self.inverted.add(b).write(ca as u32);
                 }
-                stride /= 2;
             }
-            width *= 2;
-        }
-        // SAFETY: the whole block.
-        unsafe { arch::sync_threads() };
+        };
+        // SAFETY: the whole block (caller), the padding written above; `exchange` touches its pair only.
+        unsafe { bitonic::sort(size as usize, t as usize, ROW_THREADS as usize, exchange) };
     }
 
     /// Slot `j`'s value key and index in the segment.

@@ -6,6 +6,7 @@ use reduce_contract::topk::{ALL_EQUAL, MERGE_ITEMS, SORT_TILE, before};
 
 use super::element;
 use crate::arch::{self, block_dim, global_thread_idx, grid_threads, thread_idx};
+use crate::bitonic;
 
 /// Writes the first k elements and their indices: every key is equal, so they are the answer, in order.
 ///
@@ -58,41 +59,26 @@ unsafe fn sort_tile(
         }
         j += threads;
     }
-    let mut width = 2;
-    while width <= size {
-        let mut stride = width / 2;
-        while stride > 0 {
-            // SAFETY: every thread reaches this barrier.
-            unsafe { arch::sync_threads() };
-            let mut j = t;
-            while j < size / 2 {
-                // Compare-exchange a and b = a + stride, best first in runs that go up.
-                let a = (j / stride) * 2 * stride + j % stride;
-                let b = a + stride;
-                let up = a & width == 0;
-                // SAFETY: a < b < size.
-                unsafe {
-                    let (ka, ia, kb, ib) = (
-                        sk.add(a).read(),
-                        si.add(a).read(),
-                        sk.add(b).read(),
-                        si.add(b).read(),
-                    );
-                    if before(kb, ib, ka, ia) == up {
-                        sk.add(a).write(kb);
-                        si.add(a).write(ib);
-                        sk.add(b).write(ka);
-                        si.add(b).write(ia);
-                    }
-                }
-                j += threads;
+    // Compare-exchange: best first in runs that go up.
+    let exchange = |a: usize, b: usize, up: bool| {
+        // SAFETY: a < b < size, slots of the shared arrays.
+        unsafe {
+            let (ka, ia, kb, ib) = (
+                sk.add(a).read(),
+                si.add(a).read(),
+                sk.add(b).read(),
+                si.add(b).read(),
+            );
+            if before(kb, ib, ka, ia) == up {
+                sk.add(a).write(kb);
+                si.add(a).write(ib);
+                sk.add(b).write(ka);
+                si.add(b).write(ia);
             }
-            stride /= 2;
         }
-        width *= 2;
-    }
-    // SAFETY: every thread reaches this barrier.
-    unsafe { arch::sync_threads() };
+    };
+    // SAFETY: the whole block (caller), the slots written above; `exchange` touches its pair only.
+    unsafe { bitonic::sort(size, t, threads, exchange) };
     (sk, si)
 }
 

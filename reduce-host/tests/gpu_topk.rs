@@ -301,6 +301,39 @@ fn misjudged(topk: &mut DeviceTopK, n: usize) {
     );
 }
 
+/// Many keys far above the sample's key, which it did not see (NaN, ±∞ among them, as where 1% NaN are
+/// undersampled): the sieve counts their first digits outside its shared counters, a warp's equal digits
+/// with one atomic, and the select must still count every one of them. The sampled elements lie in
+/// [0.5, 0.75); one element in 16 of the rest cycles through NaN, +∞, 1e30, f32::MAX and 4.0 (the last
+/// beside the sample's key), the others are 0.25.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn keys_far_above_the_sample_are_counted() {
+    use reduce_contract::topk::{SAMPLE, SAMPLE_FROM, SAMPLE_MIN, sample_position, samples};
+    let mut topk = handle();
+    let far = [f32::NAN, f32::INFINITY, 1e30, f32::MAX, 4.0];
+    for n in [SAMPLE_MIN as usize + 7, SAMPLE_FROM as usize + 7] {
+        if n > max_n() {
+            continue;
+        }
+        let mut host: Vec<f32> = (0..n)
+            .map(|i| {
+                if i % 16 == 3 {
+                    far[i / 16 % far.len()]
+                } else {
+                    0.25
+                }
+            })
+            .collect();
+        for s in 0..SAMPLE {
+            host[sample_position(s, n as u64) as usize] = 0.5 + 0.25 * s as f32 / SAMPLE as f32;
+        }
+        let ks = [1, 1024, 20_000];
+        assert!(ks.iter().all(|&k| samples(n as u64, k)));
+        check(&mut topk, &host, 0, &ks, "far above the sample's key");
+    }
+}
+
 /// Inputs long enough to be sampled (with `REDUCE_HOST_TOPK_SAMPLE=1`), for each key width (1, 2, 4 and
 /// 8 bytes): distinct values (the sample's key), 16 values repeated (its bound among ties; 8-byte keys
 /// step aside to the histogram) and one value everywhere.

@@ -257,6 +257,32 @@ pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
     }
 }
 
+/// Adds one to the global counter `far + d` for each lane where `valid`, with one atomic per distinct `d`
+/// of the warp (`match.any` groups the lanes, the lowest of each adds the group's size). The sieve's digits
+/// beyond its shared counters are rare on smooth data, but not where many equal keys lie far above the
+/// sample's key: NaN or ±∞ where the sample met fewer of them than its target (1% NaN at k = 65536 among
+/// 2^24: 3–9% of draws of the sampled places, simulated). One atomic per element queued all of them on
+/// one address: 318 µs where the sample's key fell below the NaN, against 206 where it did not (H100,
+/// 2026-12-06, docs/PERFORMANCE.md).
+///
+/// # Safety
+/// The whole warp calls it together; `far + d` valid global memory wherever `valid`.
+#[inline(always)]
+unsafe fn far_tally(far: *mut u64, d: u32, valid: bool) {
+    // SAFETY: the whole warp (caller).
+    if unsafe { !warp::any(FULL_MASK, valid) } {
+        return;
+    }
+    // Lanes without a count form their own group under a digit no counted lane has (d < 2^32 − 1: a
+    // first digit has at most FIRST_BITS bits).
+    // SAFETY: the whole warp (caller), converged after the uniform test above.
+    let peers = unsafe { warp::match_any(FULL_MASK, if valid { d } else { u32::MAX }) };
+    if valid && peers & ((1u32 << lane_id()) - 1) == 0 {
+        // SAFETY: valid where `valid` (caller).
+        unsafe { arch::atomic_add_u64(far.add(d as usize), peers.count_ones() as u64) };
+    }
+}
+
 /// Copies every element the sample's rule takes ([`sieve_takes`]) to candidate buffer 0, counts them by
 /// their first digit into `state.sieved`, and marks `state.mixed` as [`histogram`] does: the one read of
 /// the input where the sample holds ([`sieve_holds`]), which the first histogram and `split` then skip.
@@ -276,7 +302,7 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
     // The least first digit of a key the sieve takes (the key above it's, or its own with a limit).
     let low = top_digit::<T>(key_above + (limit == 0) as u64, width);
     // The first digits from `low` up that a block counts in shared memory; digits higher still (far
-    // above the sample's key, rare) go to the state one atomic each.
+    // above the sample's key) go to the state, one atomic per digit a warp holds ([`far_tally`]).
     let span = ((1u32 << width) - low).min(BUCKETS as u32);
     // SAFETY: LEVEL_SHARED bytes (caller): the histograms' place, then the warps' areas; the whole block.
     let (window, stages, mut pending) = unsafe {
@@ -307,9 +333,7 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
             // the state's `sieved` holds every first digit.
             unsafe {
                 tally(window, d, valid && near);
-                if valid && !near {
-                    arch::atomic_add_u64(sieved.add((d + low) as usize), 1);
-                }
+                far_tally(sieved.add(low as usize), d, valid && !near);
                 kept.push(valid, key, index);
             }
         };

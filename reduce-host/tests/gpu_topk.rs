@@ -197,14 +197,21 @@ fn offsets_and_edges<T: TestElement + TopKElement>(what: &str) {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
-fn every_offset_and_edge() {
-    offsets_and_edges::<f32>("f32");
-    offsets_and_edges::<reduce_host::BF16>("bf16");
-    offsets_and_edges::<u8>("u8");
-    offsets_and_edges::<f64>("f64");
+// A test per element type (thousands of calls each), so that the sanitizer's shards share them out.
+macro_rules! every_offset {
+    ($($name:ident: $t:ty),*) => {$(
+        #[test]
+        #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+        fn $name() {
+            offsets_and_edges::<$t>(stringify!($t));
+        }
+    )*};
 }
+
+every_offset!(
+    every_offset_and_edge_f32: f32, every_offset_and_edge_bf16: reduce_host::BF16,
+    every_offset_and_edge_u8: u8, every_offset_and_edge_f64: f64
+);
 
 /// The benchmark's distributions (and two that force the select back onto the input), as f32: each
 /// takes a different path through the passes (a narrow first bucket, a bucket of one value, every key

@@ -87,17 +87,20 @@ fn every_size<T: TestElement + TopKElement>(what: &str) {
     }
 }
 
-macro_rules! every_type {
-    ($($name:ident: $t:ty),*) => {$(
+/// A test per element type that runs `$check::<T>`: thousands of calls each, so that the sanitizer's
+/// shards share them out.
+macro_rules! per_type {
+    ($check:ident: $($name:ident: $t:ty),*) => {$(
         #[test]
         #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
         fn $name() {
-            every_size::<$t>(stringify!($t));
+            $check::<$t>(stringify!($t));
         }
     )*};
 }
 
-every_type!(
+per_type!(
+    every_size:
     every_size_f32: f32, every_size_f64: f64, every_size_f16: reduce_host::F16,
     every_size_bf16: reduce_host::BF16, every_size_i32: i32, every_size_u32: u32,
     every_size_i64: i64, every_size_u64: u64, every_size_u8: u8
@@ -197,18 +200,8 @@ fn offsets_and_edges<T: TestElement + TopKElement>(what: &str) {
     }
 }
 
-// A test per element type (thousands of calls each), so that the sanitizer's shards share them out.
-macro_rules! every_offset {
-    ($($name:ident: $t:ty),*) => {$(
-        #[test]
-        #[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
-        fn $name() {
-            offsets_and_edges::<$t>(stringify!($t));
-        }
-    )*};
-}
-
-every_offset!(
+per_type!(
+    offsets_and_edges:
     every_offset_and_edge_f32: f32, every_offset_and_edge_bf16: reduce_host::BF16,
     every_offset_and_edge_u8: u8, every_offset_and_edge_f64: f64
 );

@@ -277,7 +277,7 @@ unsafe fn far_tally(far: *mut u64, d: u32, valid: bool) {
     // first digit has at most FIRST_BITS bits).
     // SAFETY: the whole warp (caller), converged after the uniform test above.
     let peers = unsafe { warp::match_any(FULL_MASK, if valid { d } else { u32::MAX }) };
-    if valid && peers & ((1u32 << lane_id()) - 1) == 0 {
+    if valid && peers & warp::lanemask_lt() == 0 {
         // SAFETY: valid where `valid` (caller).
         unsafe { arch::atomic_add_u64(far.add(d as usize), peers.count_ones() as u64) };
     }

@@ -160,6 +160,7 @@ impl Builder {
         for p in paths {
             println!("cargo:rerun-if-changed={}", p.display());
         }
+        println!("cargo:rerun-if-env-changed=REDUCE_STABLE_REGISTERS");
     }
 
     /// The library's name (the package name with `-` as `_`, or `[lib] name`): the stem of the PTX and
@@ -323,6 +324,12 @@ impl Builder {
                 .join("nvptx64-nvidia-cuda/release")
                 .join(format!("{lib}.ptx"));
             let text = std::fs::read_to_string(&path).map_err(|_| Error::NoPtx { path })?;
+            let text = ptx::cap_registers(&text, register_cap).map_err(|e| {
+                io(format!("the sm_{arch} PTX of {lib}"))(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    e,
+                ))
+            })?;
             ptx.push((arch, text));
         }
         Ok(ptx)
@@ -342,6 +349,21 @@ impl Builder {
             Some(target) => target.join(dir),
             None => out_dir.join(dir),
         }
+    }
+}
+
+/// The register cap of kernel `entry` (`reduce_contract::kernels::register_cap`). EXPERIMENT (branch
+/// `maxnreg`, not for main): `REDUCE_STABLE_REGISTERS` overrides the number, `0` for no cap, so one kernel
+/// source builds each variant a benchmark compares.
+fn register_cap(entry: &str) -> Option<u32> {
+    let cap = reduce_contract::kernels::register_cap(entry)?;
+    match env::var("REDUCE_STABLE_REGISTERS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => Some(cap),
     }
 }
 

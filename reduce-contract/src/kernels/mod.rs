@@ -36,6 +36,19 @@ pub use keys::{
 pub use module::Module;
 pub use name::Name;
 
+/// The most registers a thread of kernel `entry` may use, for the kernels that run faster with more blocks
+/// resident than ptxas's own choice leaves room for; `None` for the rest. By name, so that it covers the
+/// kernels a user's crate exports with `export_select!` as well as this library's: every stable compaction
+/// (`select_stable_*`, `select_flagged_*`) gets [`crate::layout::STABLE_REGISTERS`]. The kernel build
+/// (`reduce-builder`) writes it into the PTX as the entry's `.maxnreg`.
+pub fn register_cap(entry: &str) -> Option<u32> {
+    let stable = entry
+        .strip_prefix("select_")
+        .and_then(|rest| rest.strip_prefix(SelectPass::Stable.word()))
+        .is_some_and(|rest| rest.starts_with('_'));
+    (stable || entry.starts_with("select_flagged_")).then_some(crate::layout::STABLE_REGISTERS)
+}
+
 /// The exported symbol of a kernel, as a string literal: `kernels-gpu` puts it in `export_name`, and the
 /// tables of this module NUL-terminate it for the driver. The one place kernel names are spelled.
 #[macro_export]

@@ -168,7 +168,8 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
     let args = [
         format!("-arch=sm_{gpu}"),
         "-O3".to_owned(),
-        // Spills and local memory fail the build: every kernel keeps its state in registers.
+        // Spills and local memory fail the build: every kernel keeps its state in registers (but those
+        // with a register cap: see below).
         "--warn-on-spills".to_owned(),
         "--warn-on-local-memory-usage".to_owned(),
         "--warning-as-error".to_owned(),
@@ -210,8 +211,14 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
                             let new_input = dir.join(format!("{}.ptx.new", m.name()));
                             let new_cubin = dir.join(format!("{}.cubin.new", m.name()));
                             std::fs::write(&new_input, &text).expect("write a module's PTX");
+                            // A kernel with a register cap trades its spills for more blocks on an SM
+                            // (`reduce_contract::kernels::register_cap`): its module is not held to it.
+                            let capped = m
+                                .kernels()
+                                .any(|k| reduce_contract::kernels::register_cap(k.as_str()).is_some());
+                            let args = if capped { &args[..2] } else { &args[..] };
                             let run = Command::new(ptxas)
-                                .args(&args)
+                                .args(args)
                                 .arg(&new_input)
                                 .arg("-o")
                                 .arg(&new_cubin)

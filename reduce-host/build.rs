@@ -215,7 +215,7 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
                             // (`reduce_contract::kernels::register_cap`): its module is not held to it.
                             let capped = m
                                 .kernels()
-                                .any(|k| reduce_contract::kernels::register_cap(k.as_str()).is_some());
+                                .any(|k| reduce_builder::register_cap(k.as_str()).is_some());
                             let args = if capped { &args[..2] } else { &args[..] };
                             let run = Command::new(ptxas)
                                 .args(args)

@@ -11,7 +11,7 @@
 # alone; then the sanitizer over the binaries in $CHANGED, which run the changed kernels, for the time
 # left; SANITIZE_DONE as in device-sanitize.sh skips runs an earlier call finished), `short` (benches, then
 # the suite), `tiny` (topk only), `select` (toolbox from every build in $SIDES, each also at the block sizes
-# in $TOOLBOX_SELECT_THREADS, then the suite and the sanitizer over the compaction binaries), `sanitize`
+# in $TOOLBOX_SELECT_THREADS, $ROUNDS times; then the suite and the sanitizer over the compaction binaries), `sanitize`
 # (every binary under all four tools). Each step's
 # log goes to $OUT/r/STEP/log.txt, its exit status and seconds to $OUT/r/steps.txt; everything comes back as
 # $OUT/all.tgz (a call returns at most 8 files).
@@ -51,7 +51,7 @@ B=target/device-pack/benches
 # The test binaries that run the changed kernels (`bash scripts/ptx-same.sh main` lists those kernels).
 CHANGED=${CHANGED:-gpu_select gpu_select_types gpu_topk gpu_segmented_topk}
 T=target/device-pack/tests
-bench() { run "$1-$2" "$3" env PATH=/tmp/nopy:$PATH "$B/$1-$2" --bench "${@:4}"; }
+bench() { run "$1-$2${ROUND:-}" "$3" env PATH=/tmp/nopy:$PATH "$B/$1-$2" --bench "${@:4}"; }
 # Bench $1 from each build in $SIDES (NAME-SIDE in the pack; default the change's, then main's), each with at
 # most $2 seconds and the arguments after.
 SIDES=${SIDES:-cand main}
@@ -86,7 +86,7 @@ select)
     # Compaction builds side by side, each also at the block sizes in TOOLBOX_SELECT_THREADS; then the
     # suite alone and the sanitizer over the compaction binaries.
     export TOOLBOX_SELECT_THREADS=${TOOLBOX_SELECT_THREADS:-256,384}
-    pair toolbox 100
+    for i in $(seq "${ROUNDS:-1}"); do ROUND=-r$i pair toolbox 100; done
     run tests 150 bash target/device-pack/run.sh tests
     CHANGED=${CHANGED_SELECT:-gpu_select gpu_select_types}
     run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED

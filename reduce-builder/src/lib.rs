@@ -160,7 +160,7 @@ impl Builder {
         for p in paths {
             println!("cargo:rerun-if-changed={}", p.display());
         }
-        println!("cargo:rerun-if-env-changed=REDUCE_STABLE_REGISTERS");
+        println!("cargo:rerun-if-env-changed=REDUCE_REGISTER_CAPS");
     }
 
     /// The library's name (the package name with `-` as `_`, or `[lib] name`): the stem of the PTX and
@@ -352,19 +352,19 @@ impl Builder {
     }
 }
 
-/// The register cap of kernel `entry` (`reduce_contract::kernels::register_cap`). EXPERIMENT (branch
-/// `maxnreg`, not for main): `REDUCE_STABLE_REGISTERS` overrides the number, `0` for no cap, so one kernel
-/// source builds each variant a benchmark compares.
-fn register_cap(entry: &str) -> Option<u32> {
-    let cap = reduce_contract::kernels::register_cap(entry)?;
-    match env::var("REDUCE_STABLE_REGISTERS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => Some(cap),
+/// The register cap the build gives kernel `entry` (`reduce_contract::kernels::register_cap`).
+/// EXPERIMENT (branch `maxnreg`, not for main): `REDUCE_REGISTER_CAPS=prefix=n,…` gives the entries named
+/// `prefix…` the cap `n` instead (`0`: none; the first matching prefix wins), so one kernel source builds
+/// each variant a benchmark compares.
+pub fn register_cap(entry: &str) -> Option<u32> {
+    if let Ok(list) = env::var("REDUCE_REGISTER_CAPS") {
+        for (prefix, n) in list.split(',').filter_map(|p| p.split_once('=')) {
+            if entry.starts_with(prefix.trim()) {
+                return n.trim().parse::<u32>().ok().filter(|&n| n > 0);
+            }
+        }
     }
+    reduce_contract::kernels::register_cap(entry)
 }
 
 /// The nested cargo's stderr without its progress lines ("Compiling", "Blocking waiting for file lock"):

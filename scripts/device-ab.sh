@@ -10,9 +10,10 @@
 # MODE: `all` (topk at 2^24 and toolbox, each side; the whole suite and the top-k tests with the sample,
 # alone; then the sanitizer over the binaries in $CHANGED, which run the changed kernels, for the time
 # left; SANITIZE_DONE as in device-sanitize.sh skips runs an earlier call finished), `short` (benches, then
-# the suite), `tiny` (topk only), `select` (toolbox from every build in $SIDES, each also at the block sizes
-# in $TOOLBOX_SELECT_THREADS, $ROUNDS times; then the suite and the sanitizer over the compaction binaries), `sanitize`
-# (every binary under all four tools). Each step's
+# the suite), `tiny` (topk only), `select` (toolbox from every build in $SIDES, each also at the block
+# sizes in $TOOLBOX_SELECT_THREADS, $ROUNDS times; the device-wide stats bench from each build in
+# $STATS_SIDES; then the suite and the sanitizer over the compaction binaries), `sanitize` (every binary
+# under all four tools). Each step's
 # log goes to $OUT/r/STEP/log.txt, its exit status and seconds to $OUT/r/steps.txt; everything comes back as
 # $OUT/all.tgz (a call returns at most 8 files).
 # A step that would pass the budget is cut short (timeout) or skipped, and says so.
@@ -87,6 +88,8 @@ select)
     # suite alone and the sanitizer over the compaction binaries.
     export TOOLBOX_SELECT_THREADS=${TOOLBOX_SELECT_THREADS:-256,384}
     for i in $(seq "${ROUNDS:-1}"); do ROUND=-r$i pair toolbox 100; done
+    # Optionally the device-wide statistics from other builds (STATS_SIDES: stats-SIDE in the pack).
+    if [ -n "${STATS_SIDES:-}" ]; then SIDES=$STATS_SIDES pair stats 100 --rows none; fi
     run tests 150 bash target/device-pack/run.sh tests
     CHANGED=${CHANGED_SELECT:-gpu_select gpu_select_types}
     run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED

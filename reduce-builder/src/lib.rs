@@ -360,7 +360,10 @@ pub fn register_cap(entry: &str) -> Option<u32> {
     if let Ok(list) = env::var("REDUCE_REGISTER_CAPS") {
         for (prefix, n) in list.split(',').filter_map(|p| p.split_once('=')) {
             if entry.starts_with(prefix.trim()) {
-                return n.trim().parse::<u32>().ok().filter(|&n| n > 0);
+                let n: u32 = n.trim().parse().unwrap_or_else(|_| {
+                    panic!("REDUCE_REGISTER_CAPS: `{n}` for `{prefix}` is not a register count")
+                });
+                return (n > 0).then_some(n);
             }
         }
     }

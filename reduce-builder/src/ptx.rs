@@ -161,7 +161,7 @@ pub fn cap_registers(text: &str, cap: impl Fn(&str) -> Option<u32>) -> Result<St
     let mut out = String::with_capacity(text.len() + 64);
     // The cap of the entry whose header is being read, until its body's `{`.
     let mut pending: Option<(String, u32)> = None;
-    for line in text.lines() {
+    for line in text.split_inclusive('\n') {
         let code = line.split("//").next().unwrap_or("");
         if let Some(start) = code.find(".entry ").map(|i| i + ".entry ".len()) {
             if let Some((name, _)) = &pending {
@@ -174,6 +174,12 @@ pub fn cap_registers(text: &str, cap: impl Fn(&str) -> Option<u32>) -> Result<St
                 .unwrap_or("");
             pending = cap(name).map(|n| (name.to_owned(), n));
         }
+        if code.trim_end().ends_with(';') && !code.contains('{') {
+            // A prototype (`.entry name(…);`) has no body: its cap must not land in the next item's.
+            if code.contains(".entry ") || code.trim_start().starts_with(')') {
+                pending = None;
+            }
+        }
         if let Some(i) = code.find('{').filter(|_| pending.is_some()) {
             let (_, n) = pending.take().expect("checked");
             // PTX takes performance directives between the parameter list and the body.
@@ -183,7 +189,6 @@ pub fn cap_registers(text: &str, cap: impl Fn(&str) -> Option<u32>) -> Result<St
         } else {
             out.push_str(line);
         }
-        out.push('\n');
     }
     match pending {
         Some((name, _)) => Err(format!("the entry {name} has no body")),

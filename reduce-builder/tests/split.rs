@@ -122,4 +122,16 @@ fn a_register_cap_goes_before_its_entrys_body_only() {
     );
     let cut = &PTX[..PTX.rfind('{').unwrap()];
     assert!(reduce_builder::ptx::cap_registers(cut, |_| Some(40)).is_err());
+    // Byte for byte without a final newline too (the build's cubin cache compares PTX text).
+    let bare = PTX.trim_end();
+    assert_eq!(
+        reduce_builder::ptx::cap_registers(bare, |_| None).unwrap(),
+        bare
+    );
+    // A prototype has no body: its cap must not land in the function after it.
+    let proto = ".visible .entry proto(\n\t.param .u64 p\n);\n.func f()\n{\n\tret;\n}\n";
+    assert_eq!(
+        reduce_builder::ptx::cap_registers(proto, |_| Some(40)).unwrap(),
+        proto
+    );
 }

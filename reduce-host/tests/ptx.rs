@@ -248,7 +248,7 @@ fn ptxas_accepts_every_module_without_spills_or_stack() {
                 // A kernel with a register cap trades a few spills for more blocks on an SM
                 // (`register_cap`): at most 128 bytes a thread, through L1.
                 if line.contains("bytes stack frame")
-                    && reduce_contract::kernels::register_cap(&current).is_some()
+                    && reduce_builder::register_cap(&current).is_some()
                 {
                     let bytes: Vec<u32> = line
                         .split(',')

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use reduce_builder::ptx::Ptx;
 use reduce_contract::Module;
+use reduce_contract::kernels::register_cap;
 
 /// The PTX each arch's kernels are compiled to (`-Ctarget-cpu=sm_XX`).
 const PTX_ARCHS: [u32; 3] = [75, 80, 90];
@@ -215,7 +216,7 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
                             // (`reduce_contract::kernels::register_cap`): its module is not held to it.
                             let capped = m
                                 .kernels()
-                                .any(|k| reduce_builder::register_cap(k.as_str()).is_some());
+                                .any(|k| register_cap(k.as_str(), source).is_some());
                             let args = if capped { &args[..2] } else { &args[..] };
                             let run = Command::new(ptxas)
                                 .args(args)

@@ -21,6 +21,10 @@
 //! info, `panic = "abort"`), whatever its own `[profile.release]` says. It should be a workspace of its own
 //! (an empty `[workspace]` table), so that the nested cargo does not take it for a member of the workspace
 //! around it.
+//!
+//! The sm_90 PTX gives the stable compaction kernels (`select_stable_*`, `select_flagged_*`, a user's
+//! `export_select!` ones included) a `.maxnreg` cap, `reduce_contract::kernels::register_cap`: three of
+//! their blocks then fit on an SM where ptxas's own register count leaves room for two.
 #![deny(missing_docs)]
 
 mod error;
@@ -160,7 +164,6 @@ impl Builder {
         for p in paths {
             println!("cargo:rerun-if-changed={}", p.display());
         }
-        println!("cargo:rerun-if-env-changed=REDUCE_REGISTER_CAPS");
     }
 
     /// The library's name (the package name with `-` as `_`, or `[lib] name`): the stem of the PTX and
@@ -324,7 +327,8 @@ impl Builder {
                 .join("nvptx64-nvidia-cuda/release")
                 .join(format!("{lib}.ptx"));
             let text = std::fs::read_to_string(&path).map_err(|_| Error::NoPtx { path })?;
-            let text = ptx::cap_registers(&text, register_cap).map_err(|e| {
+            let cap = |entry: &str| reduce_contract::kernels::register_cap(entry, arch);
+            let text = ptx::cap_registers(&text, cap).map_err(|e| {
                 io(format!("the sm_{arch} PTX of {lib}"))(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     e,
@@ -350,24 +354,6 @@ impl Builder {
             None => out_dir.join(dir),
         }
     }
-}
-
-/// The register cap the build gives kernel `entry` (`reduce_contract::kernels::register_cap`).
-/// EXPERIMENT (branch `maxnreg`, not for main): `REDUCE_REGISTER_CAPS=prefix=n,…` gives the entries named
-/// `prefix…` the cap `n` instead (`0`: none; the first matching prefix wins), so one kernel source builds
-/// each variant a benchmark compares.
-pub fn register_cap(entry: &str) -> Option<u32> {
-    if let Ok(list) = env::var("REDUCE_REGISTER_CAPS") {
-        for (prefix, n) in list.split(',').filter_map(|p| p.split_once('=')) {
-            if entry.starts_with(prefix.trim()) {
-                let n: u32 = n.trim().parse().unwrap_or_else(|_| {
-                    panic!("REDUCE_REGISTER_CAPS: `{n}` for `{prefix}` is not a register count")
-                });
-                return (n > 0).then_some(n);
-            }
-        }
-    }
-    reduce_contract::kernels::register_cap(entry)
 }
 
 /// The nested cargo's stderr without its progress lines ("Compiling", "Blocking waiting for file lock"):

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use reduce_contract::kernels::every_kernel;
+use reduce_contract::kernels::{every_kernel, register_cap};
 use reduce_contract::topk;
 use reduce_contract::{Elem, FloatElem, Module, Op, Pred, Sample};
 use reduce_host::images::embedded_ptx;
@@ -247,9 +247,7 @@ fn ptxas_accepts_every_module_without_spills_or_stack() {
                 }
                 // A kernel with a register cap trades a few spills for more blocks on an SM
                 // (`register_cap`): at most 128 bytes a thread, through L1.
-                if line.contains("bytes stack frame")
-                    && reduce_builder::register_cap(&current).is_some()
-                {
+                if line.contains("bytes stack frame") && register_cap(&current, arch).is_some() {
                     let bytes: Vec<u32> = line
                         .split(',')
                         .filter_map(|f| f.split_whitespace().next()?.parse().ok())

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use reduce_builder::ptx::Ptx;
 use reduce_contract::Module;
+use reduce_contract::kernels::register_cap;
 
 /// The PTX each arch's kernels are compiled to (`-Ctarget-cpu=sm_XX`).
 const PTX_ARCHS: [u32; 3] = [75, 80, 90];
@@ -168,7 +169,8 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
     let args = [
         format!("-arch=sm_{gpu}"),
         "-O3".to_owned(),
-        // Spills and local memory fail the build: every kernel keeps its state in registers.
+        // Spills and local memory fail the build: every kernel keeps its state in registers (but those
+        // with a register cap: see below).
         "--warn-on-spills".to_owned(),
         "--warn-on-local-memory-usage".to_owned(),
         "--warning-as-error".to_owned(),
@@ -210,8 +212,14 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
                             let new_input = dir.join(format!("{}.ptx.new", m.name()));
                             let new_cubin = dir.join(format!("{}.cubin.new", m.name()));
                             std::fs::write(&new_input, &text).expect("write a module's PTX");
+                            // A kernel with a register cap trades its spills for more blocks on an SM
+                            // (`reduce_contract::kernels::register_cap`): its module is not held to it.
+                            let capped = m
+                                .kernels()
+                                .any(|k| register_cap(k.as_str(), source).is_some());
+                            let args = if capped { &args[..2] } else { &args[..] };
                             let run = Command::new(ptxas)
-                                .args(&args)
+                                .args(args)
                                 .arg(&new_input)
                                 .arg("-o")
                                 .arg(&new_cubin)

@@ -10,15 +10,18 @@
 # MODE: `all` (topk at 2^24 and toolbox, each side; the whole suite and the top-k tests with the sample,
 # alone; then the sanitizer over the binaries in $CHANGED, which run the changed kernels, for the time
 # left; SANITIZE_DONE as in device-sanitize.sh skips runs an earlier call finished), `short` (benches, then
-# the suite), `tiny` (topk only), `sanitize` (every binary under all four tools). Each step's
+# the suite), `tiny` (topk only), `select` (toolbox from every build in $SIDES, each also at the block
+# sizes in $TOOLBOX_SELECT_THREADS, $ROUNDS times; the device-wide stats bench from each build in
+# $STATS_SIDES; then the suite and the sanitizer over the compaction binaries), `sanitize` (every binary
+# under all four tools). Each step's
 # log goes to $OUT/r/STEP/log.txt, its exit status and seconds to $OUT/r/steps.txt; everything comes back as
 # $OUT/all.tgz (a call returns at most 8 files).
 # A step that would pass the budget is cut short (timeout) or skipped, and says so.
 set -uo pipefail
 mode=${1:-all}
 case "$mode" in
-all | short | tiny | sanitize) ;;
-*) echo "usage: BUDGET=SECONDS bash scripts/device-ab.sh all|short|tiny|sanitize" >&2 && exit 2 ;;
+all | short | tiny | select | sanitize) ;;
+*) echo "usage: BUDGET=SECONDS bash scripts/device-ab.sh all|short|tiny|select|sanitize" >&2 && exit 2 ;;
 esac
 t0=$(date +%s)
 budget=${BUDGET:-585}
@@ -49,12 +52,14 @@ B=target/device-pack/benches
 # The test binaries that run the changed kernels (`bash scripts/ptx-same.sh main` lists those kernels).
 CHANGED=${CHANGED:-gpu_select gpu_select_types gpu_topk gpu_segmented_topk}
 T=target/device-pack/tests
-bench() { run "$1-$2" "$3" env PATH=/tmp/nopy:$PATH "$B/$1-$2" --bench "${@:4}"; }
-# Bench $1 from the change's build, then main's, each with at most $2 seconds and the arguments after.
+bench() { run "$1-$2${ROUND:-}" "$3" env PATH=/tmp/nopy:$PATH "$B/$1-$2" --bench "${@:4}"; }
+# Bench $1 from each build in $SIDES (NAME-SIDE in the pack; default the change's, then main's), each with at
+# most $2 seconds and the arguments after.
+SIDES=${SIDES:-cand main}
 pair() {
     local name=$1 limit=$2 v
     shift 2
-    for v in cand main; do bench "$name" $v "$limit" "$@"; done
+    for v in $SIDES; do bench "$name" $v "$limit" "$@"; done
 }
 topk_pair() { pair topk "$1" --sizes 16777216; }
 case "$mode" in
@@ -77,6 +82,19 @@ short)
     ;;
 tiny)
     topk_pair 100
+    ;;
+select)
+    # Compaction builds side by side, each also at the block sizes in TOOLBOX_SELECT_THREADS; then the
+    # suite alone and the sanitizer over the compaction binaries.
+    export TOOLBOX_SELECT_THREADS=${TOOLBOX_SELECT_THREADS:-256,384}
+    for i in $(seq "${ROUNDS:-1}"); do ROUND=-r$i pair toolbox 100; done
+    # Optionally the device-wide statistics from other builds (STATS_SIDES: stats-SIDE in the pack).
+    if [ -n "${STATS_SIDES:-}" ]; then SIDES=$STATS_SIDES pair stats 100 --rows none; fi
+    # SKIP_TESTS=1 leaves the suite out (an earlier call ran it on the same pack); CHANGED_SELECT= (empty)
+    # sanitizes every binary.
+    [ -z "${SKIP_TESTS:-}" ] && run tests 150 bash target/device-pack/run.sh tests
+    CHANGED=${CHANGED_SELECT-gpu_select gpu_select_types}
+    run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED
     ;;
 sanitize)
     run sanitize 560 env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh

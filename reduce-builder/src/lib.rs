@@ -21,6 +21,10 @@
 //! info, `panic = "abort"`), whatever its own `[profile.release]` says. It should be a workspace of its own
 //! (an empty `[workspace]` table), so that the nested cargo does not take it for a member of the workspace
 //! around it.
+//!
+//! The sm_90 PTX gives the stable compaction kernels (`select_stable_*`, `select_flagged_*`, a user's
+//! `export_select!` ones included) a `.maxnreg` cap, `reduce_contract::kernels::register_cap`: three of
+//! their blocks then fit on an SM where ptxas's own register count leaves room for two.
 #![deny(missing_docs)]
 
 mod error;
@@ -323,6 +327,13 @@ impl Builder {
                 .join("nvptx64-nvidia-cuda/release")
                 .join(format!("{lib}.ptx"));
             let text = std::fs::read_to_string(&path).map_err(|_| Error::NoPtx { path })?;
+            let cap = |entry: &str| reduce_contract::kernels::register_cap(entry, arch);
+            let text = ptx::cap_registers(&text, cap).map_err(|e| {
+                io(format!("the sm_{arch} PTX of {lib}"))(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    e,
+                ))
+            })?;
             ptx.push((arch, text));
         }
         Ok(ptx)

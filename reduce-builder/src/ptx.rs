@@ -150,6 +150,52 @@ impl Item {
     }
 }
 
+/// `text` with a `.maxnreg` directive before the body of every `.entry` that `cap` gives a register count:
+/// the launch-bounds knob of CUDA C++, which rustc has no attribute for. ptxas then keeps the kernel within
+/// that many registers a thread (spilling to local memory if it must), so more blocks fit on an SM.
+///
+/// # Errors
+///
+/// An entry whose body never opens: PTX that did not come from rustc.
+pub fn cap_registers(text: &str, cap: impl Fn(&str) -> Option<u32>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len() + 64);
+    // The cap of the entry whose header is being read, until its body's `{`.
+    let mut pending: Option<(String, u32)> = None;
+    for line in text.split_inclusive('\n') {
+        let code = line.split("//").next().unwrap_or("");
+        if let Some(start) = code.find(".entry ").map(|i| i + ".entry ".len()) {
+            if let Some((name, _)) = &pending {
+                return Err(format!("the entry {name} has no body"));
+            }
+            let name = code[start..]
+                .trim_start()
+                .split(|c: char| c == '(' || c.is_whitespace())
+                .next()
+                .unwrap_or("");
+            pending = cap(name).map(|n| (name.to_owned(), n));
+        }
+        if code.trim_end().ends_with(';') && !code.contains('{') {
+            // A prototype (`.entry name(…);`) has no body: its cap must not land in the next item's.
+            if code.contains(".entry ") || code.trim_start().starts_with(')') {
+                pending = None;
+            }
+        }
+        if let Some(i) = code.find('{').filter(|_| pending.is_some()) {
+            let (_, n) = pending.take().expect("checked");
+            // PTX takes performance directives between the parameter list and the body.
+            out.push_str(&line[..i]);
+            out.push_str(&format!(".maxnreg {n}\n"));
+            out.push_str(&line[i..]);
+        } else {
+            out.push_str(line);
+        }
+    }
+    match pending {
+        Some((name, _)) => Err(format!("the entry {name} has no body")),
+        None => Ok(out),
+    }
+}
+
 /// Whether `text` uses the identifier `name` (not as part of a longer one).
 fn mentions(text: &str, name: &str) -> bool {
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';

@@ -101,3 +101,37 @@ fn malformed_ptx_is_an_error_not_a_guess() {
     let ptx = Ptx::parse(PTX).unwrap();
     assert!(ptx.extract(&["missing"]).is_err());
 }
+
+#[test]
+fn a_register_cap_goes_before_its_entrys_body_only() {
+    let capped =
+        reduce_builder::ptx::cap_registers(PTX, |e| (e == "second").then_some(40)).unwrap();
+    assert_eq!(capped.matches(".maxnreg").count(), 1);
+    let at = capped
+        .find(".maxnreg 40\n{")
+        .expect("directly before the body");
+    assert!(at > capped.find(".visible .entry second(").unwrap());
+    // Still rustc-shaped PTX: the splitter reads it and the piece carries the directive.
+    let ptx = Ptx::parse(&capped).unwrap();
+    assert!(ptx.extract(&["second"]).unwrap().contains(".maxnreg 40"));
+    assert!(!ptx.extract(&["first"]).unwrap().contains(".maxnreg"));
+    // No cap: the text is unchanged.
+    assert_eq!(
+        reduce_builder::ptx::cap_registers(PTX, |_| None).unwrap(),
+        PTX
+    );
+    let cut = &PTX[..PTX.rfind('{').unwrap()];
+    assert!(reduce_builder::ptx::cap_registers(cut, |_| Some(40)).is_err());
+    // Byte for byte without a final newline too (the build's cubin cache compares PTX text).
+    let bare = PTX.trim_end();
+    assert_eq!(
+        reduce_builder::ptx::cap_registers(bare, |_| None).unwrap(),
+        bare
+    );
+    // A prototype has no body: its cap must not land in the function after it.
+    let proto = ".visible .entry proto(\n\t.param .u64 p\n);\n.func f()\n{\n\tret;\n}\n";
+    assert_eq!(
+        reduce_builder::ptx::cap_registers(proto, |_| Some(40)).unwrap(),
+        proto
+    );
+}

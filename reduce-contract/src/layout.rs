@@ -110,6 +110,13 @@ pub const fn stable_vectors(size: usize) -> usize {
     }
 }
 
+/// Registers a thread of a stable compaction kernel may use (ptxas's `.maxnreg`, applied by the build to
+/// every kernel [`crate::kernels::register_cap`] names). Uncapped, ptxas gives the f32 kernel 64, so an SM
+/// holds two blocks of 512 threads, and a block whose warp 0 waits on the look-back leaves the SM with half
+/// its loads in flight; at 40 it holds three (40 × 512 × 3 ≤ 65536; their staging, 3 × 33 KiB, fits too),
+/// for 20–32 bytes of spills a thread (ptxas 13.0, sm_90).
+pub const STABLE_REGISTERS: u32 = 40;
+
 /// Byte offset, in shared memory, of the stable kernels' staging area (16-byte aligned, past the words of
 /// the block scan and the look-back).
 pub const STAGE_OFFSET: u32 = 384;

@@ -311,4 +311,31 @@ mod tests {
         let t = Module::Testing;
         assert_eq!(t.kernel(2).unwrap().as_str(), "test_tile_ranks_32");
     }
+
+    #[test]
+    fn only_stable_compactions_have_a_register_cap() {
+        let mut capped = 0;
+        for m in Module::all() {
+            for (slot, k) in m.kernels().enumerate() {
+                let stable = match m {
+                    Module::Select(..) | Module::SelectFinite(_) => {
+                        SelectPass::ALL[slot] == SelectPass::Stable
+                    }
+                    Module::SelectFlagged(_) => true,
+                    _ => false,
+                };
+                let cap = crate::kernels::register_cap(k.as_str(), 90);
+                assert_eq!(cap.is_some(), stable, "{}", k.as_str());
+                for older in [75, 80] {
+                    assert_eq!(crate::kernels::register_cap(k.as_str(), older), None);
+                }
+                capped += stable as usize;
+            }
+        }
+        assert!(capped > 9);
+        // A user's `export_select!` predicate named `outside`:
+        assert!(crate::kernels::register_cap("select_stable_outside_f32", 90).is_some());
+        assert!(crate::kernels::register_cap("select_unordered_outside_f32", 90).is_none());
+        assert!(crate::kernels::register_cap("select_stablex_f32", 90).is_none());
+    }
 }

@@ -12,10 +12,11 @@
 # left; SANITIZE_DONE as in device-sanitize.sh skips runs an earlier call finished), `short` (benches, then
 # the suite), `tiny` (topk only), `select` (toolbox from every build in $SIDES, each also at the block
 # sizes in $TOOLBOX_SELECT_THREADS, $ROUNDS times; the device-wide stats bench from each build in
-# $STATS_SIDES; then the suite and the sanitizer over the compaction binaries), `sanitize` (every binary
-# under all four tools). Each step's
-# log goes to $OUT/r/STEP/log.txt, its exit status and seconds to $OUT/r/steps.txt; everything comes back as
-# $OUT/all.tgz (a call returns at most 8 files).
+# $STATS_SIDES; then the suite (not with SKIP_TESTS=1), the binaries in $EXTRA_TESTS alone, and the
+# sanitizer over the compaction binaries, or those in $CHANGED_SELECT, every binary if it is set empty),
+# `sanitize` (every binary under all four tools). Each step's log goes to $OUT/r/STEP/log.txt, its exit
+# status and seconds to $OUT/r/steps.txt; everything comes back as $OUT/all.tgz (a call returns at most 8
+# files).
 # A step that would pass the budget is cut short (timeout) or skipped, and says so.
 set -uo pipefail
 mode=${1:-all}
@@ -93,6 +94,8 @@ select)
     # SKIP_TESTS=1 leaves the suite out (an earlier call ran it on the same pack); CHANGED_SELECT= (empty)
     # sanitizes every binary.
     [ -z "${SKIP_TESTS:-}" ] && run tests 150 bash target/device-pack/run.sh tests
+    # EXTRA_TESTS: test binaries of the pack run alone, at full size (a change's own builds, say).
+    for t in ${EXTRA_TESTS:-}; do run "$t" 60 "$T/$t" --include-ignored; done
     CHANGED=${CHANGED_SELECT-gpu_select gpu_select_types}
     run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED
     ;;

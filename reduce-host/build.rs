@@ -166,15 +166,15 @@ fn piece(ptx: &Ptx, m: Module) -> String {
 fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<Vec<u8>> {
     let dir = out.join(format!("cubin-sm{gpu}"));
     std::fs::create_dir_all(&dir).expect("create the cubin folder");
-    let args = [
-        format!("-arch=sm_{gpu}"),
-        "-O3".to_owned(),
-        // Spills and local memory fail the build: every kernel keeps its state in registers (but those
-        // with a register cap: see below).
+    let base = [format!("-arch=sm_{gpu}"), "-O3".to_owned()];
+    // Spills and local memory fail the build: every kernel keeps its state in registers (but a module with
+    // a register cap: see below).
+    let strict = [
         "--warn-on-spills".to_owned(),
         "--warn-on-local-memory-usage".to_owned(),
         "--warning-as-error".to_owned(),
     ];
+    let args = [&base[..], &strict[..]].concat();
     // Which ptxas, run how: a cached cubin counts only if this matches the one it was made with.
     let stamp = dir.join("ptxas.id");
     let id = ptxas_id(ptxas, &args);
@@ -217,9 +217,9 @@ fn assemble(ptxas: &Path, gpu: u32, source: u32, ptx: &Ptx, out: &Path) -> Vec<V
                             let capped = m
                                 .kernels()
                                 .any(|k| register_cap(k.as_str(), source).is_some());
-                            let args = if capped { &args[..2] } else { &args[..] };
                             let run = Command::new(ptxas)
-                                .args(args)
+                                .args(&base)
+                                .args(if capped { &[][..] } else { &strict[..] })
                                 .arg(&new_input)
                                 .arg("-o")
                                 .arg(&new_cubin)

@@ -127,16 +127,7 @@ impl Item {
             .iter()
             .find_map(|k| head.find(k).map(|i| i + k.len()));
         let name = if let Some(start) = function {
-            // `.visible .entry name(` or `.func (.param .b32 r) name(`: skip a return-value list, then the
-            // identifier before the parameter list.
-            let rest = head[start..].trim_start();
-            let rest = match rest.strip_prefix('(') {
-                Some(r) => r.split_once(')').map_or("", |(_, after)| after),
-                None => rest,
-            };
-            rest.trim_start()
-                .split(|c: char| c == '(' || c == ';' || c.is_whitespace())
-                .next()
+            function_name(&head[start..])
         } else {
             // `.extern .shared .align 4 .b8 name[];` or `.global .u32 name = 3;`
             head.split([';', '[', '='])
@@ -167,11 +158,7 @@ pub fn cap_registers(text: &str, cap: impl Fn(&str) -> Option<u32>) -> Result<St
             if let Some((name, _)) = &pending {
                 return Err(format!("the entry {name} has no body"));
             }
-            let name = code[start..]
-                .trim_start()
-                .split(|c: char| c == '(' || c.is_whitespace())
-                .next()
-                .unwrap_or("");
+            let name = function_name(&code[start..]).unwrap_or("");
             pending = cap(name).map(|n| (name.to_owned(), n));
         }
         if code.trim_end().ends_with(';') && !code.contains('{') {
@@ -194,6 +181,20 @@ pub fn cap_registers(text: &str, cap: impl Fn(&str) -> Option<u32>) -> Result<St
         Some((name, _)) => Err(format!("the entry {name} has no body")),
         None => Ok(out),
     }
+}
+
+/// The name of the function whose header continues with `rest` (what follows `.entry ` or `.func `):
+/// `name(` or `(.param .b32 r) name(`, skipping a return-value list, then the identifier before the
+/// parameter list.
+fn function_name(rest: &str) -> Option<&str> {
+    let rest = rest.trim_start();
+    let rest = match rest.strip_prefix('(') {
+        Some(r) => r.split_once(')').map_or("", |(_, after)| after),
+        None => rest,
+    };
+    rest.trim_start()
+        .split(|c: char| c == '(' || c == ';' || c.is_whitespace())
+        .next()
 }
 
 /// Whether `text` uses the identifier `name` (not as part of a longer one).

@@ -31,6 +31,16 @@ pub fn grid_dim() -> u32 {
     unsafe { nvptx::_grid_dim_x() }
 }
 
+/// `%nsmid`: an upper bound on the SM ids of the device (the SM count where they are contiguous), for
+/// sizing how far ahead of the running blocks a kernel reaches.
+#[inline(always)]
+pub fn sm_count() -> u32 {
+    let n: u32;
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { asm!("mov.u32 {0}, %nsmid;", out(reg32) n, options(pure, nomem, nostack)) };
+    n
+}
+
 /// This thread's index in the whole grid, 64-bit so that grids over 2^32 elements index correctly.
 #[inline(always)]
 pub fn global_thread_idx() -> u64 {

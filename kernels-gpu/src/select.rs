@@ -16,6 +16,7 @@ use crate::op::{OrdElement, Plus};
 use crate::thread::Vectorize;
 use crate::tile::Tile;
 use crate::warp;
+use reduce_contract::layout::STABLE_PREFETCH_TILES_PER_SM;
 
 /// Vectors each lane handles per round of the exported [`unordered`] kernels: 8 × 16 bytes, so a warp's one
 /// atomic reserves room for up to 1024 f32 (all warps' atomics hit one counter, whose throughput bounds the
@@ -187,6 +188,34 @@ pub trait Selector<T>: Copy {
         });
         bits
     }
+
+    /// Asks L2 for what [`keep`](Self::keep) will read of elements `from..to` besides their values, this
+    /// thread's share (`rank` of `ranks`): nothing for a test on the value.
+    ///
+    /// # Safety
+    /// `from..to` must lie inside the input.
+    #[inline(always)]
+    unsafe fn prefetch(self, from: u64, to: u64, rank: u64, ranks: u64) {
+        let _ = (from, to, rank, ranks);
+    }
+}
+
+/// Asks L2 for the 128-byte lines holding bytes `from..to` of `base`, line `rank`, `rank + ranks`, … of
+/// them, each by an address inside the range (so no line outside the allocation is named).
+///
+/// # Safety
+/// `base[from..to]` must lie inside one global allocation.
+#[inline(always)]
+unsafe fn prefetch_lines(base: *const u8, from: u64, to: u64, rank: u64, ranks: u64) {
+    let start = base as u64 + from;
+    let end = base as u64 + to;
+    let mut line = (start & !127) + rank * 128;
+    while line < end {
+        let at = if line < start { start } else { line };
+        // SAFETY: start <= at < end, inside the allocation (the caller).
+        unsafe { arch::prefetch_l2(at as *const u8) };
+        line += ranks * 128;
+    }
 }
 
 /// Select by a [`Predicate`] on the value.
@@ -251,6 +280,13 @@ impl<T> Selector<T> for Flagged {
             w += word;
         }
         bits
+    }
+
+    /// The flags' lines.
+    #[inline(always)]
+    unsafe fn prefetch(self, from: u64, to: u64, rank: u64, ranks: u64) {
+        // SAFETY: the flags match the input, so `from..to` lies inside them (the caller).
+        unsafe { prefetch_lines(self.0, from, to, rank, ranks) };
     }
 }
 
@@ -360,6 +396,14 @@ impl<T: Vectorize + Default> Vectors<T> {
     fn whole(self, a: u64, b: u64) -> bool {
         let lanes = T::LANES as u64;
         a * lanes >= self.head && b * lanes <= self.head + self.n
+    }
+
+    /// The elements of vectors `a..b` that lie inside the slice, as a range of indices (empty past the end).
+    #[inline(always)]
+    fn elements(self, a: u64, b: u64) -> (u64, u64) {
+        let lanes = T::LANES as u64;
+        let clamp = |q: u64| (q * lanes).saturating_sub(self.head).min(self.n);
+        (clamp(a), clamp(b))
     }
 
     /// Vector `q`, which lies wholly inside the slice: one 16-byte load, every lane valid.
@@ -602,6 +646,21 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     let tile_first = tile as u64 * per_round * V as u64;
     let mine = tile_first + arch::thread_idx() as u64;
     let load = |r: usize| mine + r as u64 * per_round;
+    // The tile a block will start about when this one ends (`STABLE_PREFETCH_TILES_PER_SM` blocks an SM
+    // ahead), whose lines the other warps ask L2 for while warp 0 looks back.
+    let ahead = tile as u64 + arch::sm_count() as u64 * STABLE_PREFETCH_TILES_PER_SM as u64;
+    let prefetch = |rank: u64, ranks: u64| {
+        if STABLE_PREFETCH_TILES_PER_SM > 0 && ahead < arch::grid_dim() as u64 {
+            let first = ahead * per_round * V as u64;
+            let (from, to) = vectors.elements(first, first + per_round * V as u64);
+            let size = size_of::<T>() as u64;
+            // SAFETY: `from..to` lies inside the slice (`elements`), and the flags match it.
+            unsafe {
+                prefetch_lines(input as *const u8, from * size, to * size, rank, ranks);
+                sel.prefetch(from, to, rank, ranks);
+            }
+        }
+    };
     // Tiles wholly inside the slice (all but at most two) skip the per-lane bounds checks.
     // SAFETY (both arms): `load_whole` only when the tile is inside, `load` checks; the branch is
     // block-uniform, as `stable_tile` needs.
@@ -609,6 +668,7 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
         unsafe {
             stable_tile::<T, S, V, true>(
                 |r| vectors.load_whole(load(r)),
+                prefetch,
                 sel,
                 out,
                 count,
@@ -618,13 +678,21 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
         }
     } else {
         unsafe {
-            stable_tile::<T, S, V, false>(|r| vectors.load(load(r)), sel, out, count, states, tile)
+            stable_tile::<T, S, V, false>(
+                |r| vectors.load(load(r)),
+                prefetch,
+                sel,
+                out,
+                count,
+                states,
+                tile,
+            )
         }
     }
 }
 
 /// The tile of [`stable`] numbered `tile`: `load(r)` gives this thread's vector of round `r`, wholly inside
-/// the slice with `WHOLE`.
+/// the slice with `WHOLE`; `prefetch(rank, ranks)` asks L2 for this thread's share of a later tile.
 ///
 /// # Safety
 /// Called by every thread of the block; with `WHOLE`, `load` gives chunks whose lanes are all valid; the
@@ -632,6 +700,7 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
 #[inline(always)]
 unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize, const WHOLE: bool>(
     load: impl Fn(usize) -> Chunk<T>,
+    prefetch: impl Fn(u64, u64),
     sel: S,
     out: *mut T,
     count: *mut u64,
@@ -682,6 +751,15 @@ unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize, co
             unsafe { chunks[r].write(keep[r], stage, at + field(before, r)) };
             at += field(totals, r);
             r += 1;
+        }
+        // Then, while warp 0 may still be waiting on its predecessors, the rest of the block asks L2 for a
+        // later tile, which keeps HBM busy through the wait.
+        let warp = arch::warp_id();
+        if warp != 0 {
+            prefetch(
+                arch::thread_idx() as u64 - 32,
+                arch::block_dim() as u64 - 32,
+            );
         }
     }
     // SAFETY: every thread reaches this barrier.

@@ -117,6 +117,11 @@ pub const fn stable_vectors(size: usize) -> usize {
 /// for 20–32 bytes of spills a thread (ptxas 13.0, sm_90).
 pub const STABLE_REGISTERS: u32 = 40;
 
+/// How far ahead, in tiles per SM, a stable compaction block asks L2 for a later block's tile while its
+/// warp 0 looks back: about the blocks resident at once, so the tile is the one a block starts about when
+/// this one ends, and its first loads hit L2 instead of waiting on HBM. 0 turns it off.
+pub const STABLE_PREFETCH_TILES_PER_SM: u32 = 3;
+
 /// Byte offset, in shared memory, of the stable kernels' staging area (16-byte aligned, past the words of
 /// the block scan and the look-back).
 pub const STAGE_OFFSET: u32 = 384;

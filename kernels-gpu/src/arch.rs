@@ -413,3 +413,21 @@ pub unsafe fn prefetch_l2(p: *const u8) {
     // SAFETY: the caller guarantees `p` is a global address; a prefetch has no architectural effect.
     unsafe { asm!("prefetch.global.L2 [{0}];", in(reg64) p, options(nostack, readonly)) };
 }
+
+/// [`prefetch_l2`] of the 128-byte lines holding bytes `from..to` of `base`: lines `rank`, `rank + ranks`,
+/// … of them, each named by an address inside the range, so no line outside the allocation is touched.
+///
+/// # Safety
+/// `base[from..to]` must lie inside one global allocation; `ranks > 0`.
+#[inline(always)]
+pub unsafe fn prefetch_l2_range(base: *const u8, from: u64, to: u64, rank: u64, ranks: u64) {
+    let start = base as u64 + from;
+    let end = base as u64 + to;
+    let mut line = (start & !127) + rank * 128;
+    while line < end {
+        let at = if line < start { start } else { line };
+        // SAFETY: start <= at < end, inside the allocation (the caller).
+        unsafe { prefetch_l2(at as *const u8) };
+        line += ranks * 128;
+    }
+}

@@ -200,24 +200,6 @@ pub trait Selector<T>: Copy {
     }
 }
 
-/// Asks L2 for the 128-byte lines holding bytes `from..to` of `base`, line `rank`, `rank + ranks`, … of
-/// them, each by an address inside the range (so no line outside the allocation is named).
-///
-/// # Safety
-/// `base[from..to]` must lie inside one global allocation.
-#[inline(always)]
-unsafe fn prefetch_lines(base: *const u8, from: u64, to: u64, rank: u64, ranks: u64) {
-    let start = base as u64 + from;
-    let end = base as u64 + to;
-    let mut line = (start & !127) + rank * 128;
-    while line < end {
-        let at = if line < start { start } else { line };
-        // SAFETY: start <= at < end, inside the allocation (the caller).
-        unsafe { arch::prefetch_l2(at as *const u8) };
-        line += ranks * 128;
-    }
-}
-
 /// Select by a [`Predicate`] on the value.
 #[derive(Clone, Copy)]
 pub struct If<P>(pub P);
@@ -286,7 +268,7 @@ impl<T> Selector<T> for Flagged {
     #[inline(always)]
     unsafe fn prefetch(self, from: u64, to: u64, rank: u64, ranks: u64) {
         // SAFETY: the flags match the input, so `from..to` lies inside them (the caller).
-        unsafe { prefetch_lines(self.0, from, to, rank, ranks) };
+        unsafe { arch::prefetch_l2_range(self.0, from, to, rank, ranks) };
     }
 }
 
@@ -656,7 +638,7 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
             let size = size_of::<T>() as u64;
             // SAFETY: `from..to` lies inside the slice (`elements`), and the flags match it.
             unsafe {
-                prefetch_lines(input as *const u8, from * size, to * size, rank, ranks);
+                arch::prefetch_l2_range(input as *const u8, from * size, to * size, rank, ranks);
                 sel.prefetch(from, to, rank, ranks);
             }
         }

@@ -152,6 +152,23 @@ pub(super) unsafe fn chunk_partial<E: ReproElement, const ROUNDS: usize>(
         // U(0, 10^4) f32 at a quarter of the read rate. The batches shrink with the rounds left (8, 4, 2,
         // 1), so a row of 4 elements issues one round's loads and checks, not 64.
         let rounds = len.div_ceil(CHUNK_LANES);
+        if prefetch {
+            // Everything past the first batch asked of L2 at once, so that the later batches wait on L2
+            // rather than one HBM round trip each (a ragged segment of ~5000 f32 is batches of 8, 8 and 4
+            // rounds).
+            let first = (ROUNDS.min(E::BATCH) * CHUNK_LANES).min(len);
+            let size = size_of::<E>() as u64;
+            // SAFETY: bytes `first · size .. len · size` of `base` lie inside the chunk (the caller).
+            unsafe {
+                arch::prefetch_l2_range(
+                    base as *const u8,
+                    first as u64 * size,
+                    len as u64 * size,
+                    lane as u64,
+                    32,
+                )
+            };
+        }
         let mut r = 0;
         unroll!(R in [8, 4, 2, 1] {
             // `R <= ROUNDS` and `R <= E::BATCH` are constants; `rounds` is warp-uniform.

@@ -39,7 +39,7 @@ const _: () = assert!(WARP_CHUNKS.is_power_of_two() && WARP_CHUNKS <= 32);
 unsafe fn warp_segment<E: ReproElement>(seg: Segment<E>) -> E::Out {
     if seg.len <= CHUNK {
         // SAFETY: forwarded to the caller; one chunk at most.
-        return unsafe { chunk_segment::<E, BATCHED>(seg) };
+        return unsafe { chunk_segment::<E, BATCHED>(seg, true) };
     }
     let lane = arch::lane_id() as u64;
     let chunks = seg.len.div_ceil(CHUNK);
@@ -48,7 +48,7 @@ unsafe fn warp_segment<E: ReproElement>(seg: Segment<E>) -> E::Out {
     // Warp-uniform: `chunks` is the segment's, read alike by every lane.
     while c < chunks {
         // SAFETY: c < chunks, so the chunk starts inside the segment; the whole warp is here.
-        let partial = unsafe { chunk_of::<E, BATCHED>(seg, c, false) };
+        let partial = unsafe { chunk_of::<E, BATCHED>(seg, c, true) };
         // SAFETY: the whole warp is here; the partial is lane 0's.
         let partial = unsafe { shfl_idx(partial, 0, 32, FULL_MASK) };
         if lane == c {
@@ -78,9 +78,12 @@ unsafe fn warp_segment<E: ReproElement>(seg: Segment<E>) -> E::Out {
 /// # Safety
 /// `seg` valid for `len <= CHUNK` reads; the whole warp calls it, converged.
 #[inline(always)]
-unsafe fn chunk_segment<E: ReproElement, const ROUNDS: usize>(seg: Segment<E>) -> E::Out {
+unsafe fn chunk_segment<E: ReproElement, const ROUNDS: usize>(
+    seg: Segment<E>,
+    prefetch: bool,
+) -> E::Out {
     // SAFETY: forwarded to the caller; one chunk at most.
-    let partial = unsafe { chunk_partial::<E, ROUNDS>(seg.start, seg.len as usize, false) };
+    let partial = unsafe { chunk_partial::<E, ROUNDS>(seg.start, seg.len as usize, prefetch) };
     let mut a = E::Acc::ZERO.merge(partial);
     let mut w = COMBINE_LANES / 2;
     while w >= 1 {
@@ -111,7 +114,7 @@ pub unsafe fn segments_warp<E: ReproElement>(p: SegmentParams<E>) {
     while s < p.count {
         // SAFETY: s < count; the launch contract makes the segment valid for reads, of at most CHUNK
         // elements; the whole warp is here.
-        let r = unsafe { chunk_segment::<E, ONE_ROUND>(segment(&p, s)) };
+        let r = unsafe { chunk_segment::<E, ONE_ROUND>(segment(&p, s), false) };
         if arch::lane_id() == 0 {
             // SAFETY: s < count results.
             unsafe { p.out.add(s as usize).write(r) };

@@ -418,11 +418,15 @@ pub unsafe fn prefetch_l2(p: *const u8) {
 /// … of them, each named by an address inside the range, so no line outside the allocation is touched.
 ///
 /// # Safety
-/// `base[from..to]` must lie inside one global allocation; `ranks > 0`.
+/// `base[from..to]` must lie inside one global allocation (an empty range, `from >= to`, asks nothing);
+/// `ranks > 0`.
 #[inline(always)]
 pub unsafe fn prefetch_l2_range(base: *const u8, from: u64, to: u64, rank: u64, ranks: u64) {
     let start = base as u64 + from;
     let end = base as u64 + to;
+    if start >= end {
+        return;
+    }
     let mut line = (start & !127) + rank * 128;
     while line < end {
         let at = if line < start { start } else { line };

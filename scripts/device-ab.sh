@@ -11,8 +11,8 @@
 # alone; then the sanitizer over the binaries in $CHANGED, which run the changed kernels, for the time
 # left; SANITIZE_DONE as in device-sanitize.sh skips runs an earlier call finished), `short` (benches, then
 # the suite), `tiny` (topk only), `select` (toolbox from every build in $SIDES, each also at the block
-# sizes in $TOOLBOX_SELECT_THREADS, $ROUNDS times, with the segmented bench from each build in
-# $SEGMENTED_SIDES; the device-wide stats bench from each build in
+# sizes in $TOOLBOX_SELECT_THREADS, $ROUNDS times, with the benches in $PAIR_BENCHES from each build in
+# $PAIR_SIDES; the device-wide stats bench from each build in
 # $STATS_SIDES; then the suite (not with SKIP_TESTS=1), the binaries in $EXTRA_TESTS alone, and the
 # sanitizer over the compaction binaries, or those in $CHANGED_SELECT, every binary if it is set empty),
 # `sanitize` (every binary under all four tools). Each step's log goes to $OUT/r/STEP/log.txt, its exit
@@ -89,10 +89,11 @@ select)
     # Compaction builds side by side, each also at the block sizes in TOOLBOX_SELECT_THREADS; then the
     # suite alone and the sanitizer over the compaction binaries.
     export TOOLBOX_SELECT_THREADS=${TOOLBOX_SELECT_THREADS:-256,384}
-    # SEGMENTED_SIDES: benches/segmented.rs from those builds (segmented-SIDE in the pack) in each round too.
+    # PAIR_BENCHES (say "segmented row_topk"): those benches from each build in PAIR_SIDES (NAME-SIDE in
+    # the pack), in each round too.
     for i in $(seq "${ROUNDS:-1}"); do
         ROUND=-r$i pair toolbox 100
-        [ -n "${SEGMENTED_SIDES:-}" ] && SIDES=$SEGMENTED_SIDES ROUND=-r$i pair segmented 100
+        for b in ${PAIR_BENCHES:-}; do SIDES=$PAIR_SIDES ROUND=-r$i pair "$b" 100; done
     done
     # Optionally the device-wide statistics from other builds (STATS_SIDES: stats-SIDE in the pack).
     if [ -n "${STATS_SIDES:-}" ]; then SIDES=$STATS_SIDES pair stats 100 --rows none; fi

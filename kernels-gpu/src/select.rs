@@ -380,12 +380,6 @@ impl<T: Vectorize + Default> Vectors<T> {
         a * lanes >= self.head && b * lanes <= self.head + self.n
     }
 
-    /// The address of vector `q`'s first byte (outside the slice for a vector that sticks out of it).
-    #[inline(always)]
-    fn address(self, q: u64) -> u64 {
-        self.input as u64 - self.head * size_of::<T>() as u64 + q * 16
-    }
-
     /// The elements of vectors `a..b` that lie inside the slice, as a range of indices (empty past the end).
     #[inline(always)]
     fn elements(self, a: u64, b: u64) -> (u64, u64) {
@@ -504,16 +498,6 @@ pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     }
     while first < vectors.count && vectors.whole(first, first + span) {
         let mine = first + lane;
-        // The warp's next round asked of L2 while this one loads, so that its loads wait on L2 rather than
-        // HBM: a round is `V` runs of 32 vectors (512 bytes, four lines), lane `l` taking line `l % 4` of
-        // run `l / 4`.
-        let next = first + step;
-        if lane / 4 < V as u64 && vectors.whole(next, next + span) {
-            let at = vectors.address(next + lane / 4 * threads) + lane % 4 * 128;
-            // SAFETY: `at` lies inside run `lane / 4` of the next round (128 · 3 < 512 bytes), which is
-            // inside the slice (`whole`).
-            unsafe { arch::prefetch_l2(at as *const u8) };
-        }
         // SAFETY: the warp's whole round is inside the slice; the loop is warp-uniform.
         unsafe {
             unordered_round::<T, S, V, true>(

@@ -496,6 +496,8 @@ pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
         unsafe { ragged::<T, S, V>(vectors, first + lane, threads, sel, out, count) };
         first += step;
     }
+    // (Asking L2 for the warp's next round while this one loads measured 5 % slower, 692 → 730 µs on 2^28
+    // f32, H100: the rounds are already back to back, and the hint only adds requests.)
     while first < vectors.count && vectors.whole(first, first + span) {
         let mine = first + lane;
         // SAFETY: the warp's whole round is inside the slice; the loop is warp-uniform.

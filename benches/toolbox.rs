@@ -2,7 +2,8 @@
 //! PyTorch in the same run: f16/bf16 sums against the f32 sum, the 256-bin histogram on uniform and skewed
 //! f32, the u8 fast path, and stream compaction. Every result is checked against the CPU; a wrong one fails
 //! the bench. Writes `toolbox.md` to `$OUT` (if set) or `target/bench`. `TOOLBOX_SELECT_THREADS=256,384`
-//! adds compaction rows at those block sizes.
+//! adds compaction rows at those block sizes, `TOOLBOX_SELECT_CUTS=0.01,0.9` stable and unordered rows
+//! keeping `x > 0.01`, `x > 0.9`.
 #[allow(dead_code)] // each bench uses part of the harness
 mod support;
 
@@ -283,7 +284,7 @@ fn run() -> Result<bool, BoxError> {
 
     // Compaction at other block sizes (`TOOLBOX_SELECT_THREADS=256,384,…`, through the public
     // `set_policy`), to choose the default: the stable kernels take one tile of `threads × 4` vectors a
-    // block, the unordered one strides. Same checks; CUB's times are the rows above.
+    // block, the unordered ones too. Same checks; CUB's times are the rows above.
     if let Ok(list) = std::env::var("TOOLBOX_SELECT_THREADS") {
         let default = select.policy();
         for threads in list.split(',').filter_map(|t| t.trim().parse::<u32>().ok()) {
@@ -304,6 +305,58 @@ fn run() -> Result<bool, BoxError> {
             }
         }
         select.set_policy(default)?;
+    }
+
+    // Stable and unordered compaction at other fractions kept (`TOOLBOX_SELECT_CUTS=0.01,0.99`: keep
+    // x > cut): the unordered kernel's tiles need no look-back, so it gains most where few are kept.
+    // Checked as above; no CUB rows.
+    if let Ok(list) = std::env::var("TOOLBOX_SELECT_CUTS") {
+        for cut in list.split(',').filter_map(|c| c.trim().parse::<f32>().ok()) {
+            let want = uniform.iter().filter(|&&x| x > cut).count() as u64;
+            for stable in [true, false] {
+                let got = if stable {
+                    select.select_if_stable(&d_uniform, GreaterThan(cut), &mut out_f)?
+                } else {
+                    select.select_if(&d_uniform, GreaterThan(cut), &mut out_f)?
+                };
+                if got != want {
+                    failures.push(format!("x > {cut}: {got} selected, want {want}"));
+                }
+                let us = time(&gpu, &stream, |s| {
+                    // SAFETY: buffers live until the timing synchronizes.
+                    unsafe {
+                        if stable {
+                            select.select_if_stable_async(
+                                &d_uniform,
+                                GreaterThan(cut),
+                                &mut out_f,
+                                &mut count,
+                                s,
+                            )?
+                        } else {
+                            select.select_if_async(
+                                &d_uniform,
+                                GreaterThan(cut),
+                                &mut out_f,
+                                &mut count,
+                                s,
+                            )?
+                        }
+                    }
+                    Ok(())
+                })?;
+                rows.push(Row {
+                    what: format!(
+                        "select_if x > {cut}, {}",
+                        if stable { "stable" } else { "unordered" }
+                    ),
+                    us,
+                    bytes: N as f64 * 4.0,
+                    cub_us: None,
+                    torch_us: None,
+                });
+            }
+        }
     }
 
     let mut md = format!(

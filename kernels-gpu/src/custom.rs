@@ -311,10 +311,12 @@ macro_rules! __export_select_types {
             #[unsafe(export_name = concat!("select_unordered_", stringify!($name), "_", stringify!($ty)))]
             pub unsafe extern "ptx-kernel" fn unordered(p: Params) {
                 let sel: Sel = $crate::select::If($crate::select::Predicate::new(p.threshold));
-                const V: usize =
-                    $crate::select::unordered_vectors(<E as $crate::thread::Vectorize>::LANES);
-                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { $crate::select::unordered::<E, Sel, V>(p.input, p.n, sel, p.out, p.count) }
+                const V: usize = $crate::__reexport::layout::stable_vectors(size_of::<E>());
+                // SAFETY: the host passes valid buffers, a zeroed count, and sizes the grid to the tiles
+                // (launch contract).
+                unsafe {
+                    $crate::select::unordered::<E, Sel, V>(p.input, p.n, sel, p.out, p.count, p.states)
+                }
             }
 
             /// # Safety

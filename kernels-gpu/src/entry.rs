@@ -261,9 +261,12 @@ macro_rules! select_kernels {
             #[unsafe(export_name = kernel_name!(select unordered $pred $ty))]
             pub unsafe extern "ptx-kernel" fn unordered(p: Params) {
                 let sel = If(predicate!($pred elem::$ty, p.threshold));
-                const V: usize = unordered_vectors(<elem::$ty as crate::thread::Vectorize>::LANES);
-                // SAFETY: the host passes valid buffers (reduce-host's launch contract).
-                unsafe { crate::select::unordered::<_, _, V>(p.input, p.n, sel, p.out, p.count) }
+                const V: usize = reduce_contract::layout::stable_vectors(size_of::<elem::$ty>());
+                // SAFETY: the host passes valid buffers, a zeroed count, and sizes the grid to the tiles
+                // (launch contract).
+                unsafe {
+                    crate::select::unordered::<_, _, V>(p.input, p.n, sel, p.out, p.count, p.states)
+                }
             }
 
             /// # Safety

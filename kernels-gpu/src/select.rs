@@ -1,11 +1,12 @@
 //! Stream compaction: copy the elements that pass a test to the front of an output buffer.
 //!
-//! - [`unordered`]: the seed's warp-aggregated atomics. Each warp votes on every element slot with `ballot`,
-//!   ranks its lanes with `popc`, and reserves its output range with one `atomicAdd` for all of its
-//!   elements. The order of the output depends on which warp wins each atomic, so it is unspecified.
-//! - [`stable`]: order-preserving, in one pass. Each block takes the next tile of the input, counts its
-//!   kept elements with a block scan, compacts them in shared memory, finds how many all earlier tiles kept
-//!   by decoupled look-back ([`crate::lookback`]) and writes them out as one contiguous run.
+//! Both kinds run one kernel body, [`tiles`]: each block takes the next tile of the input, counts its kept
+//! elements with a block scan, compacts them in shared memory and writes them out as one contiguous run.
+//! They differ only in where a tile's run starts:
+//! - [`stable`] (order-preserving): after every earlier tile's, found by decoupled look-back
+//!   ([`crate::lookback`]);
+//! - [`unordered`]: wherever one atomic add on the count reserves it, so tiles land in the order their
+//!   atomics do (unspecified), each in input order.
 //!
 //! Both read the input as 16-byte vectors counted from the aligned address at or below its start; the
 //! lanes of the first and last vector that lie outside the slice are never read (see [`Vectors`]).
@@ -18,24 +19,8 @@ use crate::tile::Tile;
 use crate::warp;
 use reduce_contract::layout::STABLE_PREFETCH_TILES_PER_SM;
 
-/// Vectors each lane handles per round of the exported [`unordered`] kernels: 8 × 16 bytes, so a warp's one
-/// atomic reserves room for up to 1024 f32 (all warps' atomics hit one counter, whose throughput bounds the
-/// kernel: 4 vectors took 940 µs on 2^28 f32, 8 take 680 µs on the H200).
-pub use reduce_contract::layout::UNORDERED_VECTORS;
-
-/// Vectors per round of the unordered kernel for elements of `lanes` per vector: [`UNORDERED_VECTORS`],
-/// fewer for bytes, so a round's element slots fit the 64-bit ballot mask.
-pub const fn unordered_vectors(lanes: usize) -> usize {
-    let fit = 64 / lanes;
-    if fit < UNORDERED_VECTORS {
-        fit
-    } else {
-        UNORDERED_VECTORS
-    }
-}
-
-/// Vectors each thread handles per tile of the exported [`stable`] kernels. The host sizes its grid (one block
-/// per tile) and the staging memory with the same number.
+/// Vectors each thread handles per tile of the exported [`stable`] and [`unordered`] kernels. The host sizes
+/// its grid (one block per tile) and the staging memory with the same number.
 pub use reduce_contract::layout::STABLE_VECTORS;
 
 /// A test on one element, built from the kernel's `threshold` parameter (which tests that need none ignore).
@@ -449,134 +434,6 @@ impl<T: Vectorize + Default> Vectors<T> {
     }
 }
 
-/// Unordered compaction of `input[0..n]` into `out`, adding the number kept to `*count`.
-///
-/// Every warp walks the grid in rounds of `V` vectors per lane. A warp sum gives the round's kept total, which
-/// lane 0 reserves with one atomic add and broadcasts; then for each element slot `ballot` gives the warp's
-/// bitmap of kept elements and `popc` of its bits below a lane that lane's rank.
-///
-/// # Safety
-/// `input` valid for `n` reads (unmodified during the kernel), `out` for as many writes as elements are
-/// kept, `count` a valid `u64` holding 0 at launch that no other kernel uses concurrently.
-#[inline(always)]
-pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
-    input: *const T,
-    n: u64,
-    sel: S,
-    out: *mut T,
-    count: *mut u64,
-) {
-    let vectors = Vectors::new(input, n);
-    let lane = arch::lane_id() as u64;
-    let threads = arch::grid_threads();
-    // Loop bounds use the warp's first vector, so every lane makes the same trips (the ballots need all).
-    let mut first = arch::global_thread_idx() - lane;
-    let step = V as u64 * threads;
-    let span = 32 + (V as u64 - 1) * threads;
-    // A ragged round takes its vectors one at a time, bounds-checked: fewer registers live than a full round.
-    #[inline(always)]
-    unsafe fn ragged<T: Vectorize + Default, S: Selector<T>, const V: usize>(
-        vectors: Vectors<T>,
-        q: u64,
-        threads: u64,
-        sel: S,
-        out: *mut T,
-        count: *mut u64,
-    ) {
-        each_index!(K < V, {
-            let q = q + K as u64 * threads;
-            // SAFETY: `load` checks q; the caller calls this warp-uniformly.
-            unsafe { unordered_round::<T, S, 1, false>(|_| vectors.load(q), sel, out, count) }
-        });
-    }
-    // Three phases, so the hot loop holds only whole rounds: warp 0's first round when the slice starts
-    // inside a vector, the rounds wholly inside the slice, then the ragged end.
-    if first < vectors.count && !vectors.whole(first, first + 1) {
-        // SAFETY: warp-uniform (`first` is the warp's).
-        unsafe { ragged::<T, S, V>(vectors, first + lane, threads, sel, out, count) };
-        first += step;
-    }
-    // (Asking L2 for the warp's next round while this one loads measured 5 % slower, 692 → 730 µs on 2^28
-    // f32, H100: the rounds are already back to back, and the hint only adds requests.)
-    while first < vectors.count && vectors.whole(first, first + span) {
-        let mine = first + lane;
-        // SAFETY: the warp's whole round is inside the slice; the loop is warp-uniform.
-        unsafe {
-            unordered_round::<T, S, V, true>(
-                |k| vectors.load_whole(mine + k as u64 * threads),
-                sel,
-                out,
-                count,
-            )
-        };
-        first += step;
-    }
-    while first < vectors.count {
-        // SAFETY: as above.
-        unsafe { ragged::<T, S, V>(vectors, first + lane, threads, sel, out, count) };
-        first += step;
-    }
-}
-
-/// One round of [`unordered`]: `load(k)` gives this lane's vector `k`, wholly inside the slice with `WHOLE`.
-///
-/// # Safety
-/// Called by the whole warp, converged; `load` safe to call for `k < V`, and with `WHOLE` giving chunks
-/// whose lanes are all valid; the rest as [`unordered`].
-#[inline(always)]
-unsafe fn unordered_round<
-    T: Vectorize + Default,
-    S: Selector<T>,
-    const V: usize,
-    const WHOLE: bool,
->(
-    load: impl Fn(usize) -> Chunk<T>,
-    sel: S,
-    out: *mut T,
-    count: *mut u64,
-) {
-    const { assert!(V * T::LANES <= 64, "at most 64 element slots per round") };
-    let warp = Tile::<32>::new();
-    let below = warp::lanemask_lt();
-    let mut chunks = [Chunk::<T>::empty(); V];
-    each_index!(K < V, { chunks[K] = load(K) });
-    // One ballot per element slot `s` (lane `s % LANES` of vector `s / LANES`); a kept element's place is
-    // its slot's offset in the round plus its rank among the warp's kept elements of that slot.
-    let lanes = T::LANES;
-    let mut keep = [0u32; V];
-    // SAFETY: valid lanes only.
-    each_index!(K < V, {
-        keep[K] = unsafe { chunks[K].keep_as::<S, WHOLE>(sel) }
-    });
-    let kept = |s: usize| keep[s / lanes] & (1 << (s % lanes)) != 0;
-    // The round's total first (so the reservation needs no per-slot state), then per slot a ballot ranks the
-    // kept lanes and they store at once.
-    let mine = (0..V).map(|k| keep[k].count_ones()).sum::<u32>();
-    // SAFETY: every lane of the warp is here (the caller).
-    let total = unsafe { warp.reduce::<Plus<u32>>(mine) };
-    let mut base = 0u64;
-    if warp.thread_rank() == 0 && total > 0 {
-        // SAFETY: `count` is a valid u64 (caller); one atomic per warp and round.
-        base = unsafe { arch::atomic_add_u64(count, total as u64) };
-    }
-    // SAFETY: converged: the branch above has closed.
-    base = unsafe { warp.shfl(base, 0) };
-    each_index!(S < V * lanes, {
-        // SAFETY: every lane of the warp is here.
-        let vote = unsafe { warp.ballot(kept(S)) };
-        if kept(S) {
-            let x = chunks[S / lanes].values[S % lanes];
-            let at = base + (vote & below).count_ones() as u64;
-            // SAFETY: `at` is inside the range this warp reserved.
-            unsafe { out.add(at as usize).write(x) };
-        }
-        #[allow(unused_assignments)] // the last slot's
-        {
-            base += vote.count_ones() as u64;
-        }
-    });
-}
-
 /// Shared-memory word that carries the block's tile number (past the block scan's slots).
 const TILE_WORD: usize = 40;
 /// Shared-memory word that carries the block's output offset.
@@ -588,23 +445,63 @@ const _: () = assert!(
     "the staging area starts past the scan words"
 );
 
-/// Order-preserving compaction of `input[0..n]` into `out`, one tile of `blockDim.x * V` vectors per block;
-/// the block of the last tile writes the number kept to `*count`.
+/// Order-preserving compaction of `input[0..n]` into `out` ([`tiles`] with look-back); the block of the
+/// last tile writes the number kept to `*count`.
+///
+/// # Safety
+/// As [`tiles`], with `count` valid for one write.
+#[inline(always)]
+pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
+    input: *const T,
+    n: u64,
+    sel: S,
+    out: *mut T,
+    count: *mut u64,
+    states: *mut u64,
+) {
+    // SAFETY: forwarded to the caller.
+    unsafe { tiles::<T, S, V, true>(input, n, sel, out, count, states) }
+}
+
+/// Unordered compaction of `input[0..n]` into `out` ([`tiles`], each tile's run placed by one atomic add on
+/// `*count`), which ends holding the number kept. It was a grid-stride kernel of warp-aggregated atomics
+/// (one atomic per warp and round of 8 vectors a lane on the one counter, 126 registers): on 2^28 f32 it
+/// took 691.9 µs keeping x > 0.5 and 583 keeping x > 0.99, the tiles 536.5 and 360.5 (H100, two runs).
+///
+/// # Safety
+/// As [`tiles`], with `count` a valid `u64` holding 0 at launch that no other kernel uses meanwhile.
+#[inline(always)]
+pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
+    input: *const T,
+    n: u64,
+    sel: S,
+    out: *mut T,
+    count: *mut u64,
+    states: *mut u64,
+) {
+    // SAFETY: forwarded to the caller.
+    unsafe { tiles::<T, S, V, false>(input, n, sel, out, count, states) }
+}
+
+/// Compaction of `input[0..n]` into `out`, one tile of `blockDim.x * V` vectors per block, tiles numbered in
+/// the order blocks start. A tile's run starts after every earlier tile's with `ORDERED` (decoupled
+/// look-back; the last tile writes the total to `*count`), else where an atomic add of its kept count on
+/// `*count` puts it.
 ///
 /// Within a tile, vector `r * blockDim.x + t` goes to thread `t` (round `r`), so loads are coalesced. The
 /// block scans all rounds at once: thread `t` packs its kept count of round `r` into bits `16r..16r+16` of
 /// one `u64` (a round keeps at most 1024 × 16 < 2^16 elements, so the fields never carry into each other).
-/// The kept elements are compacted into shared memory at their places in the tile while warp 0 looks back,
-/// then the block writes them out as one contiguous run: whole lines, where writing from registers would
-/// scatter partial ones.
+/// The kept elements are compacted into shared memory at their places in the tile while warp 0 finds the
+/// run's start, then the block writes them out as one contiguous run: whole lines, where writing from
+/// registers would scatter partial ones.
 ///
 /// # Safety
 /// `input` valid for `n > 0` reads (unmodified during the kernel), `out` for as many writes as elements are
-/// kept, `count` for one write; `states` as [`TileStates::new`]; `gridDim.x` must be the number of tiles,
-/// `ceil(vectors / (blockDim.x * V))`; `V <= 4`; shared memory of at least
+/// kept, `count` as [`stable`] or [`unordered`] say; `states` as [`TileStates::new`]; `gridDim.x` must be
+/// the number of tiles, `ceil(vectors / (blockDim.x * V))`; `V <= 4`; shared memory of at least
 /// `STAGE_OFFSET + blockDim.x * V * 16` bytes.
 #[inline(always)]
-pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
+unsafe fn tiles<T: Vectorize + Default, S: Selector<T>, const V: usize, const ORDERED: bool>(
     input: *const T,
     n: u64,
     sel: S,
@@ -631,7 +528,7 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
     let mine = tile_first + arch::thread_idx() as u64;
     let load = |r: usize| mine + r as u64 * per_round;
     // The tile a block will start about when this one ends (`STABLE_PREFETCH_TILES_PER_SM` blocks an SM
-    // ahead), whose lines the other warps ask L2 for while warp 0 looks back.
+    // ahead), whose lines the other warps ask L2 for while warp 0 finds the run's start.
     let ahead = tile as u64 + arch::sm_count() as u64 * STABLE_PREFETCH_TILES_PER_SM as u64;
     let prefetch = |rank: u64, ranks: u64| {
         if STABLE_PREFETCH_TILES_PER_SM > 0 && ahead < arch::grid_dim() as u64 {
@@ -646,43 +543,44 @@ pub unsafe fn stable<T: Vectorize + Default, S: Selector<T>, const V: usize>(
         }
     };
     // Tiles wholly inside the slice (all but at most two) skip the per-lane bounds checks.
-    // SAFETY (both arms): `load_whole` only when the tile is inside, `load` checks; the branch is
-    // block-uniform, as `stable_tile` needs.
+    macro_rules! tile_with {
+        ($whole:literal, $load:ident) => {
+            // SAFETY: `load_whole` only when the tile is inside, `load` checks; the branch is
+            // block-uniform, as `one_tile` needs.
+            unsafe {
+                one_tile::<T, S, V, $whole, ORDERED>(
+                    |r| vectors.$load(load(r)),
+                    prefetch,
+                    sel,
+                    out,
+                    count,
+                    states,
+                    tile,
+                )
+            }
+        };
+    }
     if vectors.whole(tile_first, tile_first + per_round * V as u64) {
-        unsafe {
-            stable_tile::<T, S, V, true>(
-                |r| vectors.load_whole(load(r)),
-                prefetch,
-                sel,
-                out,
-                count,
-                states,
-                tile,
-            )
-        }
+        tile_with!(true, load_whole)
     } else {
-        unsafe {
-            stable_tile::<T, S, V, false>(
-                |r| vectors.load(load(r)),
-                prefetch,
-                sel,
-                out,
-                count,
-                states,
-                tile,
-            )
-        }
+        tile_with!(false, load)
     }
 }
 
-/// The tile of [`stable`] numbered `tile`: `load(r)` gives this thread's vector of round `r`, wholly inside
+/// The tile of [`tiles`] numbered `tile`: `load(r)` gives this thread's vector of round `r`, wholly inside
 /// the slice with `WHOLE`; `prefetch(rank, ranks)` asks L2 for this thread's share of a later tile.
 ///
 /// # Safety
 /// Called by every thread of the block; with `WHOLE`, `load` gives chunks whose lanes are all valid; the
-/// rest as [`stable`].
+/// rest as [`tiles`].
 #[inline(always)]
-unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize, const WHOLE: bool>(
+unsafe fn one_tile<
+    T: Vectorize + Default,
+    S: Selector<T>,
+    const V: usize,
+    const WHOLE: bool,
+    const ORDERED: bool,
+>(
     load: impl Fn(usize) -> Chunk<T>,
     prefetch: impl Fn(u64, u64),
     sel: S,
@@ -691,7 +589,7 @@ unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize, co
     states: TileStates,
     tile: u32,
 ) {
-    // SAFETY: as in `stable`.
+    // SAFETY: as in `tiles`.
     let words = unsafe { arch::shared::<u64>() };
     let mut chunks = [Chunk::<T>::empty(); V];
     each_index!(R < V, { chunks[R] = load(R) });
@@ -709,15 +607,23 @@ unsafe fn stable_tile<T: Vectorize + Default, S: Selector<T>, const V: usize, co
     let field = |w: u64, r: usize| (w >> (16 * r)) & 0xffff;
     let aggregate = (0..V).map(|r| field(totals, r)).sum::<u64>();
 
-    // Warp 0 publishes the tile's count and looks back first, so successors see the count as soon as the
-    // tile is scanned, and the other warps' compaction overlaps the look-back's wait.
+    // Warp 0 finds the run's start first (publishing the tile's count and looking back, or one atomic), so
+    // successors see the count as soon as the tile is scanned, and the other warps' compaction overlaps
+    // the wait.
     if arch::warp_id() == 0 {
-        // SAFETY: warp 0 is whole and converged; the tile number came from `next_tile`.
-        let prefix = unsafe { states.exclusive_prefix(Tile::<32>::new(), tile, aggregate) };
+        let prefix = if ORDERED {
+            // SAFETY: warp 0 is whole and converged; the tile number came from `next_tile`.
+            unsafe { states.exclusive_prefix(Tile::<32>::new(), tile, aggregate) }
+        } else if arch::lane_id() == 0 && aggregate > 0 {
+            // SAFETY: `count` is a valid u64 that only this kernel's atomics change (the caller).
+            unsafe { arch::atomic_add_u64(count, aggregate) }
+        } else {
+            0
+        };
         if arch::lane_id() == 0 {
             // SAFETY: PREFIX_WORD is inside the shared memory, past the scan's slots; one writer.
             unsafe { words.add(PREFIX_WORD).write(prefix) };
-            if tile == arch::grid_dim() - 1 {
+            if ORDERED && tile == arch::grid_dim() - 1 {
                 // SAFETY: `count` is valid for one write; only the last tile writes it.
                 unsafe { count.write(prefix + aggregate) };
             }

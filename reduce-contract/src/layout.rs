@@ -90,11 +90,8 @@ pub const UNROLL: u64 = 4;
 /// Dynamic shared memory a block gets without opting in: the ceiling for every launch here.
 pub const SHARED_LIMIT: u32 = 48 * 1024;
 
-/// Vectors each lane handles per round of the unordered compaction kernels.
-pub const UNORDERED_VECTORS: usize = 8;
-
-/// Vectors each thread handles per tile of the stable compaction kernels: the host sizes the grid (one block
-/// per tile) and the staging memory with it.
+/// Vectors each thread handles per tile of the compaction kernels (stable and unordered): the host sizes the
+/// grid (one block per tile) and the staging memory with it.
 pub const STABLE_VECTORS: usize = 4;
 
 /// Vectors each thread handles per tile of the stable compaction of `size`-byte elements:

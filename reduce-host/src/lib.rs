@@ -51,8 +51,8 @@
 //!
 //! # Stream compaction
 //! [`DeviceSelect`] copies the elements that pass a [`Predicate`] (or a byte mask) to the front of an output
-//! buffer and counts them: [`select_if`](DeviceSelect::select_if) in unspecified order (warp-aggregated
-//! atomics), [`select_if_stable`](DeviceSelect::select_if_stable) and
+//! buffer and counts them: [`select_if`](DeviceSelect::select_if) in unspecified order (tiles of the
+//! input placed by one atomic add each: the fastest), [`select_if_stable`](DeviceSelect::select_if_stable) and
 //! [`select_flagged`](DeviceSelect::select_flagged) in input order (one pass, decoupled look-back).
 //!
 //! # Top-k

@@ -1,5 +1,6 @@
 //! [`DeviceSelect`]: stream compaction — copy the elements that pass a test to the front of an output
-//! buffer and count them — unordered (warp-aggregated atomics) or stable (single pass, decoupled look-back).
+//! buffer and count them — unordered (tiles placed by one atomic add each) or stable (single pass, decoupled
+//! look-back): one kernel body, which differs only there.
 use cust::memory::DeviceBuffer;
 use cust::stream::Stream;
 use reduce_contract::Pred;
@@ -171,7 +172,7 @@ impl DeviceSelect {
 
     /// Forces a launch policy, e.g. to test odd block sizes, checked as
     /// [`DeviceReduce::set_policy`](crate::DeviceReduce::set_policy) checks it (`finalize_threads` is not
-    /// used here). The stable kernels use at most 736 threads, whose tile still fits the 48 KiB of shared
+    /// used here). The compaction kernels use at most 736 threads, whose tile still fits the 48 KiB of shared
     /// memory a block gets.
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
         policy.check()?;

@@ -39,8 +39,8 @@ pub use name::Name;
 /// The most registers a thread of kernel `entry` may use in the PTX built for `ptx_arch`, for the kernels
 /// that run faster with more blocks resident than ptxas's own choice leaves room for; `None` for the rest.
 /// By name, so that it covers the kernels a user's crate exports with `export_select!` as well as this
-/// library's: every stable compaction (`select_stable_*`, `select_flagged_*`) gets
-/// [`crate::layout::STABLE_REGISTERS`]. The kernel build (`reduce-builder`) writes it into the PTX as the
+/// library's: every compaction (`select_stable_*`, `select_unordered_*`, `select_flagged_*`: one tile
+/// kernel) gets [`crate::layout::STABLE_REGISTERS`]. The kernel build (`reduce-builder`) writes it into the PTX as the
 /// entry's `.maxnreg`.
 ///
 /// Only the sm_90 PTX is capped (it makes the cubins of Hopper and Blackwell), where it was measured: an
@@ -51,11 +51,12 @@ pub fn register_cap(entry: &str, ptx_arch: u32) -> Option<u32> {
     if ptx_arch != 90 {
         return None;
     }
-    let stable = entry
-        .strip_prefix("select_")
-        .and_then(|rest| rest.strip_prefix(SelectPass::Stable.word()))
-        .is_some_and(|rest| rest.starts_with('_'));
-    (stable || entry.starts_with("select_flagged_")).then_some(crate::layout::STABLE_REGISTERS)
+    let tiled = entry.strip_prefix("select_").is_some_and(|rest| {
+        [SelectPass::Stable, SelectPass::Unordered]
+            .iter()
+            .any(|pass| rest.strip_prefix(pass.word()).is_some_and(|r| r.starts_with('_')))
+    });
+    (tiled || entry.starts_with("select_flagged_")).then_some(crate::layout::STABLE_REGISTERS)
 }
 
 /// The exported symbol of a kernel, as a string literal: `kernels-gpu` puts it in `export_name`, and the

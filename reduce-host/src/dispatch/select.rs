@@ -1,9 +1,9 @@
-//! Stream compaction: the unordered kernel's grid, the stable kernels' tiles and look-back words, and the
-//! ordering of those words' reuse across streams.
+//! Stream compaction: the kernels' tiles (one kernel body for unordered and stable compaction), their tile
+//! and look-back words, and the ordering of those words' reuse across streams.
 use cust::memory::DeviceBuffer;
 use reduce_contract::kernels::{SelectBy, SelectFlagged, SelectKernel, SelectPass};
 use reduce_contract::layout::{
-    LOAD_BYTES, MAX_STABLE_THREADS, SMEM_BYTES, stable_shared_bytes, stable_vectors,
+    LOAD_BYTES, MAX_STABLE_THREADS, stable_shared_bytes, stable_vectors,
 };
 use reduce_contract::params::SelectParams;
 
@@ -15,7 +15,7 @@ use crate::gpu::Gpu;
 use crate::last_use::LastUse;
 use crate::select::SelectElement;
 use crate::stream::StreamRef;
-use crate::tuning::{self, Policy};
+use crate::tuning::Policy;
 
 /// What decides which elements are kept, and whether their order is kept. `F` is the byte mask: a view
 /// as the handle takes it, a checked span as the dispatch runs it.
@@ -59,8 +59,8 @@ impl<'k, T, F> Selection<'k, T, F> {
     }
 }
 
-/// Device temporaries: the look-back words of the stable kernels, and the event that orders their reuse
-/// across streams.
+/// Device temporaries: the compaction kernels' tile counter and look-back words, and the event that orders
+/// their reuse across streams.
 pub(crate) struct Scratch {
     /// The tile counter, then one word per tile.
     states: DeviceBuffer<u64>,
@@ -80,7 +80,7 @@ impl Scratch {
         self.last_use.synchronize()
     }
 
-    /// Sizes the stable kernels' grid (one block per tile of `threads`) and makes room for its `1 + tiles`
+    /// Sizes the compaction kernels' grid (one block per tile of `threads`) and makes room for its `1 + tiles`
     /// look-back words, growing the buffer first if needed. Returns the grid, the words' address and
     /// their count, which the caller zeroes on its stream ([`zero_states`]) once it holds the claim.
     fn prepare<T>(&mut self, threads: u32, input: Span<T>) -> Result<(u32, *mut u64, usize)> {
@@ -181,51 +181,25 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
             Which::User(..) => driver::launch(f, shape, stream, &params, Order::Stream),
         }
     };
-    // The stable kernels' look-back words, grown (waiting for their last use) before the claim.
-    let stable = if unordered {
-        None
-    } else {
-        // The kernel's registers may cap its block below the policy's, and the staging of a whole tile
-        // must fit in shared memory: size the tiles for the block it really launches with.
-        let block = stable_threads(f.fit_block(policy.threads));
-        Some((block, scratch.prepare(block, input)?))
-    };
+    // The kernel's registers may cap its block below the policy's, and the staging of a whole tile must fit
+    // in shared memory: size the tiles for the block it really launches with. Their words (tile numbers and
+    // look-back states) are grown, waiting for their last use, before the claim.
+    let block = stable_threads(f.fit_block(policy.threads));
+    let (grid, states, words) = scratch.prepare(block, input)?;
     scratch.last_use.claim(stream, || {
-        let Some((block, (grid, states, words))) = stable else {
-            // Grid-stride: one resident wave at most, so no block runs alone at the end.
-            let block = f.fit_block(policy.threads);
-            let per_sm = policy
-                .blocks_per_sm
-                .min(f.blocks_per_sm(block, SMEM_BYTES)?);
-            let grid = tuning::grid_for(
-                &Policy {
-                    threads: block,
-                    blocks_per_sm: per_sm,
-                    ..*policy
-                },
-                gpu.info().sm_count,
-                input.len,
-                size_of::<T>(),
-            );
-            let shape = Launch {
-                grid,
-                block,
-                shared_bytes: SMEM_BYTES,
-            };
-            // SAFETY: `input` is valid for n reads, `out` for n writes, `count` for one u64, zeroed first as
-            // the kernel requires (the caller).
-            unsafe { driver::memset_zero(count as u64, 8, stream)? };
-            return launch(shape, params);
-        };
         let shape = Launch {
             grid,
             block,
             shared_bytes: stable_shared_bytes(block),
         };
         // SAFETY: the buffer holds `words` u64s, this launch's alone (serialised across streams by the
-        // claim); the kernel needs them zeroed, with one block per tile.
+        // claim); the kernels need them zeroed, with one block per tile.
         unsafe { driver::memset_zero(states as u64, words * 8, stream)? };
-        // SAFETY: as above.
+        if unordered {
+            // SAFETY: `count` is valid for one u64 (the caller); the unordered kernel adds to it from 0.
+            unsafe { driver::memset_zero(count as u64, 8, stream)? };
+        }
+        // SAFETY: `input` is valid for n reads, `out` for n writes, `count` for one u64 (the caller).
         launch(shape, SelectParams { states, ..params })
     })
 }

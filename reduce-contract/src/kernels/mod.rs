@@ -54,7 +54,10 @@ pub fn register_cap(entry: &str, ptx_arch: u32) -> Option<u32> {
     let tiled = entry.strip_prefix("select_").is_some_and(|rest| {
         [SelectPass::Stable, SelectPass::Unordered]
             .iter()
-            .any(|pass| rest.strip_prefix(pass.word()).is_some_and(|r| r.starts_with('_')))
+            .any(|pass| {
+                rest.strip_prefix(pass.word())
+                    .is_some_and(|r| r.starts_with('_'))
+            })
     });
     (tiled || entry.starts_with("select_flagged_")).then_some(crate::layout::STABLE_REGISTERS)
 }

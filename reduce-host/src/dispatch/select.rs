@@ -223,8 +223,8 @@ pub(crate) fn stable_tiles(threads: u32, addr: u64, n: u64, size: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reduce_contract::layout::SHARED_LIMIT;
     use crate::tuning;
+    use reduce_contract::layout::SHARED_LIMIT;
 
     #[test]
     fn stable_blocks_stage_a_whole_tile_within_48_kib() {

@@ -200,6 +200,8 @@ fn reduce_kernels_wait_for_their_predecessor_from_sm_90() {
 
 #[test]
 fn compaction_uses_votes_atomics_and_look_back() {
+    // Both kernels of the module compact tiles (ballots and population counts place a warp's kept
+    // elements); the stable one looks back, the unordered one places its tile with an atomic add.
     let mut text = String::new();
     for (_, t) in ptx(Module::Select(Pred::Gt, Elem::F32)) {
         text += &t;
@@ -208,7 +210,6 @@ fn compaction_uses_votes_atomics_and_look_back() {
         ("ballot", "vote.sync.ballot.b32"),
         ("any vote", "vote.sync.any.pred"),
         ("64-bit atomic add", "atom.add.relaxed.gpu.global.u64"),
-        ("lane mask", "%lanemask_lt"),
         ("population count", "popc.b32"),
         ("look-back load", "ld.volatile.b64"),
         ("look-back store", "st.volatile.b64"),

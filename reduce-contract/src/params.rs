@@ -94,7 +94,8 @@ pub struct SelectParams<T> {
     pub out: *mut T,
     /// Where the number kept goes (zeroed before the unordered kernel).
     pub count: *mut u64,
-    /// Stable kernels: the tile counter then one look-back word per tile, all zeroed before the launch.
+    /// The tile counter then one look-back word per tile (the unordered kernel uses only the counter), all
+    /// zeroed before the launch; the grid is one block per tile.
     pub states: *mut u64,
 }
 

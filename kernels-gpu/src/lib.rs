@@ -20,7 +20,7 @@
 //! | [`segmented`] | per-segment (row, offset-range) reductions: tile, block and combine kernels |
 //! | [`reproducible`] | the reproducible sum: fixed chunks per warp, a fixed combine, f64/compensated accumulators |
 //! | [`histogram`] | shared-memory privatised histograms: bin mappings, counting strategies, their kernels |
-//! | [`select`] | stream compaction: unordered (warp-aggregated atomics) and stable (look-back) |
+//! | [`select`] | stream compaction in tiles: unordered (one atomic add a tile) and stable (look-back) |
 //! | [`topk`] | device-wide top-k: radix-select passes over composite keys, the filter, block sort and merges |
 //! | [`row_topk`] | per-segment top-k: a block's threshold filter into shared candidates, radix-select compactions, bitonic sort |
 //! | [`seed`] | the teaching kernels v0–v5 of the reduction chapter |

@@ -16,7 +16,6 @@ use crate::lookback::TileStates;
 use crate::op::{OrdElement, Plus};
 use crate::thread::Vectorize;
 use crate::tile::Tile;
-use crate::warp;
 use reduce_contract::layout::STABLE_PREFETCH_TILES_PER_SM;
 
 /// Vectors each thread handles per tile of the exported [`stable`] and [`unordered`] kernels. The host sizes
@@ -438,7 +437,7 @@ impl<T: Vectorize + Default> Vectors<T> {
 const TILE_WORD: usize = 40;
 /// Shared-memory word that carries the block's output offset.
 const PREFIX_WORD: usize = 41;
-/// Byte offset of [`stable`]'s staging area in shared memory (16-byte aligned, past PREFIX_WORD).
+/// Byte offset of the compaction kernels' staging area in shared memory (16-byte aligned, past PREFIX_WORD).
 pub const STAGE_OFFSET: usize = reduce_contract::layout::STAGE_OFFSET as usize;
 const _: () = assert!(
     8 * (PREFIX_WORD + 1) <= STAGE_OFFSET,
@@ -497,11 +496,11 @@ pub unsafe fn unordered<T: Vectorize + Default, S: Selector<T>, const V: usize>(
 ///
 /// # Safety
 /// `input` valid for `n > 0` reads (unmodified during the kernel), `out` for as many writes as elements are
-/// kept, `count` as [`stable`] or [`unordered`] say; `states` as [`TileStates::new`]; `gridDim.x` must be
-/// the number of tiles, `ceil(vectors / (blockDim.x * V))`; `V <= 4`; shared memory of at least
-/// `STAGE_OFFSET + blockDim.x * V * 16` bytes.
+/// kept, `count` as [`stable`] or [`unordered`] say; `states` as [`TileStates::new`] (without `ORDERED`,
+/// the tile counter alone); `gridDim.x` must be the number of tiles, `ceil(vectors / (blockDim.x * V))`;
+/// `V <= 4`; shared memory of at least `STAGE_OFFSET + blockDim.x * V * 16` bytes.
 #[inline(always)]
-unsafe fn tiles<T: Vectorize + Default, S: Selector<T>, const V: usize, const ORDERED: bool>(
+pub unsafe fn tiles<T: Vectorize + Default, S: Selector<T>, const V: usize, const ORDERED: bool>(
     input: *const T,
     n: u64,
     sel: S,
@@ -513,7 +512,8 @@ unsafe fn tiles<T: Vectorize + Default, S: Selector<T>, const V: usize, const OR
     let vectors = Vectors::new(input, n);
     // SAFETY: forwarded to the caller.
     let states = unsafe { TileStates::new(states) };
-    // SAFETY: the launch provides SMEM_BYTES > 8 * (PREFIX_WORD + 1); barriers order every access below.
+    // SAFETY: the launch provides at least STAGE_OFFSET > 8 * (PREFIX_WORD + 1) bytes; barriers order every
+    // access below.
     let words = unsafe { arch::shared::<u64>() };
     if arch::thread_idx() == 0 {
         // SAFETY: TILE_WORD is inside the shared memory; one writer.

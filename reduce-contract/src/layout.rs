@@ -94,7 +94,7 @@ pub const SHARED_LIMIT: u32 = 48 * 1024;
 /// grid (one block per tile) and the staging memory with it.
 pub const STABLE_VECTORS: usize = 4;
 
-/// Vectors each thread handles per tile of the stable compaction of `size`-byte elements:
+/// Vectors each thread handles per tile of the compaction (stable or unordered) of `size`-byte elements:
 /// [`STABLE_VECTORS`], fewer for 16- and 8-bit elements, so a thread holds at most 16 elements (more spill
 /// to local memory) — the f32 kernel's 4 vectors of 4.
 pub const fn stable_vectors(size: usize) -> usize {
@@ -107,31 +107,31 @@ pub const fn stable_vectors(size: usize) -> usize {
     }
 }
 
-/// Registers a thread of a stable compaction kernel may use (ptxas's `.maxnreg`, applied by the build to
+/// Registers a thread of a compaction kernel (stable or unordered: one tile body) may use (ptxas's `.maxnreg`, applied by the build to
 /// every kernel [`crate::kernels::register_cap`] names). Uncapped, ptxas gives the f32 kernel 64, so an SM
 /// holds two blocks of 512 threads, and a block whose warp 0 waits on the look-back leaves the SM with half
 /// its loads in flight; at 40 it holds three (40 × 512 × 3 ≤ 65536; their staging, 3 × 33 KiB, fits too),
 /// for 20–32 bytes of spills a thread (ptxas 13.0, sm_90).
 pub const STABLE_REGISTERS: u32 = 40;
 
-/// How far ahead, in tiles per SM, a stable compaction block asks L2 for a later block's tile while its
-/// warp 0 looks back: the blocks resident at once (three of 512 an SM, see [`STABLE_REGISTERS`]), so the
+/// How far ahead, in tiles per SM, a compaction block asks L2 for a later block's tile while its warp 0
+/// finds where its tile goes (the look-back, or the unordered kernel's atomic): the blocks resident at once (three of 512 an SM, see [`STABLE_REGISTERS`]), so the
 /// tile is the one a block starts about when this one ends, and its first loads hit L2 instead of waiting
 /// on HBM. On an H100 at 2^28 f32 (three runs): stable `select_if` 784 → 641 µs, `select_flagged` 921 →
 /// 788 (1.10× CUB both); 1 gave 759 / 813, 5 gave 683 / 983, 8 gave 946 / 1139 (one run each: further
 /// ahead, the lines are evicted before their block comes). 0 turns it off.
 pub const STABLE_PREFETCH_TILES_PER_SM: u32 = 3;
 
-/// Byte offset, in shared memory, of the stable kernels' staging area (16-byte aligned, past the words of
+/// Byte offset, in shared memory, of the compaction kernels' staging area (16-byte aligned, past the words of
 /// the block scan and the look-back).
 pub const STAGE_OFFSET: u32 = 384;
 
-/// Most threads a stable compaction block can have: its staging (a whole tile) must fit in
+/// Most threads a compaction block can have: its staging (a whole tile) must fit in
 /// [`SHARED_LIMIT`].
 pub const MAX_STABLE_THREADS: u32 =
     (SHARED_LIMIT - STAGE_OFFSET) / (STABLE_VECTORS as u32 * LOAD_BYTES as u32) / 32 * 32;
 
-/// Dynamic shared memory of a stable compaction block of `threads`: the scan's words, then a tile of
+/// Dynamic shared memory of a compaction block of `threads`: the scan's words, then a tile of
 /// staging.
 pub const fn stable_shared_bytes(threads: u32) -> u32 {
     STAGE_OFFSET + threads * STABLE_VECTORS as u32 * LOAD_BYTES as u32

@@ -104,14 +104,16 @@ impl<T: SelectElement + reduce_contract::Float> Predicate<T> for IsFinite {
 /// Stream compaction on `cust` device memory: copies the elements of `input` that pass a test to the front
 /// of `out` and returns how many there are.
 ///
-/// - [`select_if`](Self::select_if) is the fastest: each warp reserves room for its elements with one
-///   atomic add. **The order of the output is unspecified** and may change from run to run.
+/// - [`select_if`](Self::select_if) is the fastest: each block reserves room for its tile's elements with
+///   one atomic add. **The order of the output is unspecified** and may change from run to run (each
+///   tile's elements stay in input order; the tiles land in the order their atomics do).
 /// - [`select_if_stable`](Self::select_if_stable) and [`select_flagged`](Self::select_flagged) keep the
 ///   input order, in a single pass over the input (decoupled look-back).
 ///
 /// `out` must hold at least `input.len()` elements; only the first `count` are written. Inputs may be any
 /// sub-slice (any offset and length); lengths and counts are 64-bit. The handle keeps its stream and
-/// scratch, so repeated calls do not allocate (the stable scratch grows to the largest input seen).
+/// scratch, so repeated calls do not allocate (the stable kernels' look-back words grow to the largest input
+/// they have seen).
 ///
 /// ```no_run
 /// use cust::memory::{CopyDestination, DeviceBuffer};
@@ -171,9 +173,9 @@ impl DeviceSelect {
     }
 
     /// Forces a launch policy, e.g. to test odd block sizes, checked as
-    /// [`DeviceReduce::set_policy`](crate::DeviceReduce::set_policy) checks it (`finalize_threads` is not
-    /// used here). The compaction kernels use at most 736 threads, whose tile still fits the 48 KiB of shared
-    /// memory a block gets.
+    /// [`DeviceReduce::set_policy`](crate::DeviceReduce::set_policy) checks it (`finalize_threads`
+    /// and `blocks_per_sm` are not used here: a compaction launches one block per tile). The compaction
+    /// kernels use at most 736 threads, whose tile still fits the 48 KiB of shared memory a block gets.
     pub fn set_policy(&mut self, policy: Policy) -> Result<()> {
         policy.check()?;
         self.policy = policy;

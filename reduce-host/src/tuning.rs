@@ -90,8 +90,8 @@ pub(crate) fn single_block_threads(bytes: u64, indexed: bool) -> u32 {
 /// (docs/PERFORMANCE.md). The grid holds as many as fit.
 pub const HISTOGRAM_THREADS: u32 = 512;
 
-/// Threads per block of the compaction kernels (`DeviceSelect`'s default policy). A stable tile is
-/// `threads × 4` vectors: larger tiles mean fewer look-backs, whose latency every block waits out at a
+/// Threads per block of the compaction kernels (`DeviceSelect`'s default policy). A tile is `threads × 4`
+/// vectors: larger tiles mean fewer look-backs (and atomics, unordered), whose latency every block waits out at a
 /// barrier; 512 measured fastest on the H200 (docs/PERFORMANCE.md).
 pub const SELECT_THREADS: u32 = 512;
 

@@ -197,15 +197,26 @@ fn empty_input_selects_nothing() {
     assert_eq!(download(&out), [UNTOUCHED]);
     // The async variants write the 0 to device memory.
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-    let mut count = DeviceBuffer::from_slice(&[77u64]).unwrap();
-    // SAFETY: every buffer outlives the synchronize below.
-    unsafe {
-        select
-            .select_if_stable_async(empty, GreaterThan(0.0), &mut out, &mut count, &stream)
+    for stable in [true, false] {
+        let mut count = DeviceBuffer::from_slice(&[77u64]).unwrap();
+        // SAFETY: every buffer outlives the synchronize below.
+        unsafe {
+            if stable {
+                select.select_if_stable_async(
+                    empty,
+                    GreaterThan(0.0),
+                    &mut out,
+                    &mut count,
+                    &stream,
+                )
+            } else {
+                select.select_if_async(empty, GreaterThan(0.0), &mut out, &mut count, &stream)
+            }
             .unwrap();
+        }
+        stream.synchronize().unwrap();
+        assert_eq!(download(&count), [0], "stable: {stable}");
     }
-    stream.synchronize().unwrap();
-    assert_eq!(download(&count), [0]);
 }
 
 #[test]

@@ -200,8 +200,8 @@ fn reduce_kernels_wait_for_their_predecessor_from_sm_90() {
 
 #[test]
 fn compaction_uses_votes_atomics_and_look_back() {
-    // Both kernels of the module compact tiles (ballots and population counts place a warp's kept
-    // elements); the stable one looks back, the unordered one places its tile with an atomic add.
+    // Both kernels of the module compact tiles and draw them with an atomic add; the stable one looks back
+    // (its votes and volatile words), the unordered one places its tile with a second atomic add.
     let mut text = String::new();
     for (_, t) in ptx(Module::Select(Pred::Gt, Elem::F32)) {
         text += &t;

@@ -205,7 +205,7 @@ keys! {
 
     /// The kernels of a compaction, each taking [`crate::params::SelectParams`].
     SelectPass {
-        /// Warp-aggregated atomics; output order unspecified.
+        /// Tiles placed by one atomic add each; output order unspecified.
         Unordered = "unordered",
         /// Single pass with decoupled look-back; input order.
         Stable = "stable",

@@ -80,10 +80,16 @@ impl Scratch {
         self.last_use.synchronize()
     }
 
-    /// Sizes the compaction kernels' grid (one block per tile of `threads`) and makes room for its `1 + tiles`
-    /// look-back words, growing the buffer first if needed. Returns the grid, the words' address and
-    /// their count, which the caller zeroes on its stream ([`zero_states`]) once it holds the claim.
-    fn prepare<T>(&mut self, threads: u32, input: Span<T>) -> Result<(u32, *mut u64, usize)> {
+    /// Sizes the compaction kernels' grid (one block per tile of `threads`) and makes room for its words:
+    /// the tile counter, then with `look_back` one look-back word per tile (the unordered kernel uses the
+    /// counter alone, so it never grows the buffer), growing the buffer first if needed. Returns the grid,
+    /// the words' address and their count, which the caller zeroes on its stream once it holds the claim.
+    fn prepare<T>(
+        &mut self,
+        threads: u32,
+        input: Span<T>,
+        look_back: bool,
+    ) -> Result<(u32, *mut u64, usize)> {
         let tiles = stable_tiles(threads, input.ptr, input.len, size_of::<T>() as u64);
         let grid = u32::try_from(tiles)
             .ok()
@@ -94,7 +100,7 @@ impl Scratch {
                     input.len
                 ))
             })?;
-        let words = tiles as usize + 1;
+        let words = if look_back { tiles as usize + 1 } else { 1 };
         if self.states.len() < words {
             // The old buffer may still be in use by earlier work on any stream.
             self.last_use.synchronize()?;
@@ -182,18 +188,19 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
         }
     };
     // The kernel's registers may cap its block below the policy's, and the staging of a whole tile must fit
-    // in shared memory: size the tiles for the block it really launches with. Their words (tile numbers and
-    // look-back states) are grown, waiting for their last use, before the claim.
+    // in shared memory: size the tiles for the block it really launches with. Their words (the tile counter,
+    // and the stable kernels' look-back states) are grown, waiting for their last use, before the claim.
     let block = stable_threads(f.fit_block(policy.threads));
-    let (grid, states, words) = scratch.prepare(block, input)?;
+    let (grid, states, words) = scratch.prepare(block, input, !unordered)?;
     scratch.last_use.claim(stream, || {
         let shape = Launch {
             grid,
             block,
             shared_bytes: stable_shared_bytes(block),
         };
-        // SAFETY: the buffer holds `words` u64s, this launch's alone (serialised across streams by the
-        // claim); the kernels need them zeroed, with one block per tile.
+        // SAFETY: the buffer holds `words` u64s (the counter, and a word per tile for the stable kernels),
+        // this launch's alone (serialised across streams by the claim); the kernels need them zeroed, with
+        // one block per tile.
         unsafe { driver::memset_zero(states as u64, words * 8, stream)? };
         if unordered {
             // SAFETY: `count` is valid for one u64 (the caller); the unordered kernel adds to it from 0.
@@ -204,13 +211,13 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
     })
 }
 
-/// `threads` capped so a stable block's staging (a whole tile) fits the shared memory a block gets without
+/// `threads` capped so a compaction block's staging (a whole tile) fits the shared memory a block gets without
 /// opting in: at most `MAX_STABLE_THREADS` (736).
 fn stable_threads(threads: u32) -> u32 {
     threads.min(MAX_STABLE_THREADS)
 }
 
-/// Tiles of the stable kernels with blocks of `threads`, for `n` elements of `size` bytes at `addr`: the
+/// Tiles of the compaction kernels with blocks of `threads`, for `n` elements of `size` bytes at `addr`: the
 /// input is cut into 16-byte vectors from the aligned address at or below it, and a tile is
 /// `threads × stable_vectors(size)` vectors.
 pub(crate) fn stable_tiles(threads: u32, addr: u64, n: u64, size: u64) -> u64 {

@@ -3,7 +3,7 @@
 //! f32, the u8 fast path, and stream compaction. Every result is checked against the CPU; a wrong one fails
 //! the bench. Writes `toolbox.md` to `$OUT` (if set) or `target/bench`. `TOOLBOX_SELECT_THREADS=256,384`
 //! adds compaction rows at those block sizes, `TOOLBOX_SELECT_CUTS=0.01,0.9` stable and unordered rows
-//! keeping `x > 0.01`, `x > 0.9`.
+//! keeping `x > 0.01`, `x > 0.9`, `TOOLBOX_SELECT_TYPES=1` rows for u8, bf16 and f64 elements.
 #[allow(dead_code)] // each bench uses part of the harness
 mod support;
 
@@ -14,7 +14,8 @@ use cust::memory::{DeviceBuffer, DeviceSlice};
 use cust::stream::Stream;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use reduce_host::{
-    BF16, DeviceHistogram, DeviceReduce, DeviceSelect, F16, Gpu, GreaterThan, Policy, cpu,
+    BF16, DeviceHistogram, DeviceReduce, DeviceSelect, F16, Gpu, GreaterThan, Policy,
+    SelectElement, cpu,
 };
 use support::cub::Cub;
 use support::timing;
@@ -359,6 +360,54 @@ fn run() -> Result<bool, BoxError> {
         }
     }
 
+    // Compaction of other element types (`TOOLBOX_SELECT_TYPES=1`): u8 keeping x > 127, bf16 and f64
+    // keeping x > 0.5, about half each, unordered and stable; checked counts, no CUB rows.
+    if std::env::var_os("TOOLBOX_SELECT_TYPES").is_some() {
+        let bytes: Vec<u8> = uniform.iter().map(|&x| (x * 256.0) as u8).collect();
+        let want = bytes.iter().filter(|&&b| b > 127).count() as u64;
+        type_rows(
+            &gpu,
+            &stream,
+            &mut select,
+            &bytes,
+            127u8,
+            want,
+            "u8",
+            &mut rows,
+            &mut failures,
+        )?;
+        drop(bytes);
+        let halves: Vec<half::bf16> = uniform.iter().map(|&x| half::bf16::from_f32(x)).collect();
+        let want = halves.iter().filter(|&&h| h.to_f32() > 0.5).count() as u64;
+        let cut = BF16::from(half::bf16::from_f32(0.5));
+        let data = BF16::from_halves(&halves);
+        type_rows(
+            &gpu,
+            &stream,
+            &mut select,
+            data,
+            cut,
+            want,
+            "bf16",
+            &mut rows,
+            &mut failures,
+        )?;
+        drop(halves);
+        let wide: Vec<f64> = uniform.iter().map(|&x| f64::from(x)).collect();
+        let want = wide.iter().filter(|&&x| x > 0.5).count() as u64;
+        type_rows(
+            &gpu,
+            &stream,
+            &mut select,
+            &wide,
+            0.5,
+            want,
+            "f64",
+            &mut rows,
+            &mut failures,
+        )?;
+    }
+
     let mut md = format!(
         "GPU: {}, n = 2^28 per row; GB/s counts the input bytes read once\n\n",
         gpu.info().name
@@ -418,4 +467,63 @@ impl Compaction {
             _ => 4.0,
         }
     }
+}
+
+/// Unordered and stable `select_if` of `data` keeping `x > cut` (`want` of them): checked, timed, one row
+/// each.
+#[allow(clippy::too_many_arguments)]
+fn type_rows<T: SelectElement>(
+    gpu: &Gpu,
+    stream: &Stream,
+    select: &mut DeviceSelect,
+    data: &[T],
+    cut: T,
+    want: u64,
+    name: &str,
+    rows: &mut Vec<Row>,
+    failures: &mut Vec<String>,
+) -> Result<(), BoxError> {
+    let input = DeviceBuffer::from_slice(data)?;
+    let mut out = DeviceBuffer::from_slice(data)?;
+    let mut count = DeviceBuffer::from_slice(&[0u64])?;
+    for stable in [false, true] {
+        let got = if stable {
+            select.select_if_stable(&input, GreaterThan(cut), &mut out)?
+        } else {
+            select.select_if(&input, GreaterThan(cut), &mut out)?
+        };
+        if got != want {
+            failures.push(format!(
+                "{name} select_if (stable: {stable}): {got} kept, want {want}"
+            ));
+        }
+        let us = time(gpu, stream, |s| {
+            // SAFETY: the buffers live until the timing synchronizes.
+            unsafe {
+                if stable {
+                    select.select_if_stable_async(
+                        &input,
+                        GreaterThan(cut),
+                        &mut out,
+                        &mut count,
+                        s,
+                    )?
+                } else {
+                    select.select_if_async(&input, GreaterThan(cut), &mut out, &mut count, s)?
+                }
+            }
+            Ok(())
+        })?;
+        rows.push(Row {
+            what: format!(
+                "select_if {name}, {}",
+                if stable { "stable" } else { "unordered" }
+            ),
+            us,
+            bytes: size_of_val(data) as f64,
+            cub_us: None,
+            torch_us: None,
+        });
+    }
+    Ok(())
 }

@@ -212,45 +212,29 @@ fn run() -> Result<bool, BoxError> {
     let d_flags = DeviceBuffer::from_slice(&flags)?;
     // One compaction at the handle's policy: checked (the number kept), then timed.
     let mut compact = |select: &mut DeviceSelect, what: Compaction, failures: &mut Vec<String>| {
-        let got = match what {
-            Compaction::Stable => {
-                select.select_if_stable(&d_uniform, GreaterThan(0.5f32), &mut out_f)?
-            }
-            Compaction::Unordered => {
-                select.select_if(&d_uniform, GreaterThan(0.5f32), &mut out_f)?
-            }
-            Compaction::Flagged => select.select_flagged(&d_uniform, &d_flags, &mut out_f)?,
-        };
-        if got != want {
-            failures.push(format!(
-                "{what:?} compaction at {} threads: {got} selected, want {want}",
-                select.policy().threads
-            ));
-        }
-        time(&gpu, &stream, |s| {
-            // SAFETY: buffers live until the timing synchronizes.
-            unsafe {
-                match what {
-                    Compaction::Stable => select.select_if_stable_async(
-                        &d_uniform,
-                        GreaterThan(0.5f32),
-                        &mut out_f,
-                        &mut count,
-                        s,
-                    )?,
-                    Compaction::Unordered => select.select_if_async(
-                        &d_uniform,
-                        GreaterThan(0.5f32),
-                        &mut out_f,
-                        &mut count,
-                        s,
-                    )?,
-                    Compaction::Flagged => select
-                        .select_flagged_async(&d_uniform, &d_flags, &mut out_f, &mut count, s)?,
+        let label = format!("{what:?} compaction at {} threads", select.policy().threads);
+        let stable = match what {
+            Compaction::Stable => true,
+            Compaction::Unordered => false,
+            Compaction::Flagged => {
+                let got = select.select_flagged(&d_uniform, &d_flags, &mut out_f)?;
+                if got != want {
+                    failures.push(format!("{label}: {got} selected, want {want}"));
                 }
+                return time(&gpu, &stream, |s| {
+                    // SAFETY: buffers live until the timing synchronizes.
+                    let _: () = unsafe {
+                        select
+                            .select_flagged_async(&d_uniform, &d_flags, &mut out_f, &mut count, s)?
+                    };
+                    Ok(())
+                });
             }
-            Ok(())
-        })
+        };
+        let io = (&d_uniform, &mut out_f, &mut count);
+        time_select_if(
+            &gpu, &stream, select, io, 0.5f32, stable, want, &label, failures,
+        )
     };
     for (what, name, cub_op) in [
         (
@@ -314,49 +298,19 @@ fn run() -> Result<bool, BoxError> {
     if let Ok(list) = std::env::var("TOOLBOX_SELECT_CUTS") {
         for cut in list.split(',').filter_map(|c| c.trim().parse::<f32>().ok()) {
             let want = uniform.iter().filter(|&&x| x > cut).count() as u64;
-            for stable in [true, false] {
-                let got = if stable {
-                    select.select_if_stable(&d_uniform, GreaterThan(cut), &mut out_f)?
-                } else {
-                    select.select_if(&d_uniform, GreaterThan(cut), &mut out_f)?
-                };
-                if got != want {
-                    failures.push(format!("x > {cut}: {got} selected, want {want}"));
-                }
-                let us = time(&gpu, &stream, |s| {
-                    // SAFETY: buffers live until the timing synchronizes.
-                    unsafe {
-                        if stable {
-                            select.select_if_stable_async(
-                                &d_uniform,
-                                GreaterThan(cut),
-                                &mut out_f,
-                                &mut count,
-                                s,
-                            )?
-                        } else {
-                            select.select_if_async(
-                                &d_uniform,
-                                GreaterThan(cut),
-                                &mut out_f,
-                                &mut count,
-                                s,
-                            )?
-                        }
-                    }
-                    Ok(())
-                })?;
-                rows.push(Row {
-                    what: format!(
-                        "select_if x > {cut}, {}",
-                        if stable { "stable" } else { "unordered" }
-                    ),
-                    us,
-                    bytes: N as f64 * 4.0,
-                    cub_us: None,
-                    torch_us: None,
-                });
-            }
+            let io = (&d_uniform, &mut out_f, &mut count);
+            let label = format!("x > {cut}");
+            select_rows(
+                &gpu,
+                &stream,
+                &mut select,
+                io,
+                cut,
+                want,
+                &label,
+                &mut rows,
+                &mut failures,
+            )?;
         }
     }
 
@@ -469,8 +423,8 @@ impl Compaction {
     }
 }
 
-/// Unordered and stable `select_if` of `data` keeping `x > cut` (`want` of them): checked, timed, one row
-/// each.
+/// Unordered and stable `select_if` of `data` keeping `x > cut` (`want` of them), on device copies:
+/// [`select_rows`].
 #[allow(clippy::too_many_arguments)]
 fn type_rows<T: SelectElement>(
     gpu: &Gpu,
@@ -486,44 +440,78 @@ fn type_rows<T: SelectElement>(
     let input = DeviceBuffer::from_slice(data)?;
     let mut out = DeviceBuffer::from_slice(data)?;
     let mut count = DeviceBuffer::from_slice(&[0u64])?;
+    let io = (&input, &mut out, &mut count);
+    select_rows(gpu, stream, select, io, cut, want, name, rows, failures)
+}
+
+/// The input, output and device count of a timed compaction.
+type SelectIo<'a, T> = (
+    &'a DeviceBuffer<T>,
+    &'a mut DeviceBuffer<T>,
+    &'a mut DeviceBuffer<u64>,
+);
+
+/// Unordered and stable `select_if` keeping `x > cut` (`want` of them) through `io`: checked, timed, one
+/// row each, named `select_if {label}, unordered|stable`.
+#[allow(clippy::too_many_arguments)]
+fn select_rows<T: SelectElement>(
+    gpu: &Gpu,
+    stream: &Stream,
+    select: &mut DeviceSelect,
+    (input, out, count): SelectIo<'_, T>,
+    cut: T,
+    want: u64,
+    label: &str,
+    rows: &mut Vec<Row>,
+    failures: &mut Vec<String>,
+) -> Result<(), BoxError> {
     for stable in [false, true] {
-        let got = if stable {
-            select.select_if_stable(&input, GreaterThan(cut), &mut out)?
-        } else {
-            select.select_if(&input, GreaterThan(cut), &mut out)?
-        };
-        if got != want {
-            failures.push(format!(
-                "{name} select_if (stable: {stable}): {got} kept, want {want}"
-            ));
-        }
-        let us = time(gpu, stream, |s| {
-            // SAFETY: the buffers live until the timing synchronizes.
-            unsafe {
-                if stable {
-                    select.select_if_stable_async(
-                        &input,
-                        GreaterThan(cut),
-                        &mut out,
-                        &mut count,
-                        s,
-                    )?
-                } else {
-                    select.select_if_async(&input, GreaterThan(cut), &mut out, &mut count, s)?
-                }
-            }
-            Ok(())
-        })?;
+        let kind = if stable { "stable" } else { "unordered" };
+        let what = format!("select_if {label}, {kind}");
+        let io = (input, &mut *out, &mut *count);
+        let us = time_select_if(gpu, stream, select, io, cut, stable, want, &what, failures)?;
         rows.push(Row {
-            what: format!(
-                "select_if {name}, {}",
-                if stable { "stable" } else { "unordered" }
-            ),
+            what,
             us,
-            bytes: size_of_val(data) as f64,
+            bytes: (input.len() * size_of::<T>()) as f64,
             cub_us: None,
             torch_us: None,
         });
     }
     Ok(())
+}
+
+/// One `select_if` (`select_if_stable` with `stable`) keeping `x > cut` through `io` at the handle's
+/// policy: checked against `want` (a mismatch is a failure named `what`), then timed; the median µs.
+#[allow(clippy::too_many_arguments)]
+fn time_select_if<T: SelectElement>(
+    gpu: &Gpu,
+    stream: &Stream,
+    select: &mut DeviceSelect,
+    (input, out, count): SelectIo<'_, T>,
+    cut: T,
+    stable: bool,
+    want: u64,
+    what: &str,
+    failures: &mut Vec<String>,
+) -> Result<f64, BoxError> {
+    let got = if stable {
+        select.select_if_stable(input, GreaterThan(cut), &mut *out)?
+    } else {
+        select.select_if(input, GreaterThan(cut), &mut *out)?
+    };
+    if got != want {
+        failures.push(format!("{what}: {got} selected, want {want}"));
+    }
+    time(gpu, stream, |s| {
+        // SAFETY: the buffers live until the timing synchronizes.
+        unsafe {
+            if stable {
+                select.select_if_stable_async(input, GreaterThan(cut), &mut *out, &mut *count, s)?
+            } else {
+                select.select_if_async(input, GreaterThan(cut), &mut *out, &mut *count, s)?
+            }
+        }
+        Ok(())
+    })
 }

@@ -22,8 +22,8 @@
 set -uo pipefail
 mode=${1:-all}
 case "$mode" in
-all | short | tiny | select | sanitize) ;;
-*) echo "usage: BUDGET=SECONDS bash scripts/device-ab.sh all|short|tiny|select|sanitize" >&2 && exit 2 ;;
+all | short | tiny | select | goals | sanitize) ;;
+*) echo "usage: BUDGET=SECONDS bash scripts/device-ab.sh all|short|tiny|select|goals|sanitize" >&2 && exit 2 ;;
 esac
 t0=$(date +%s)
 budget=${BUDGET:-585}
@@ -31,6 +31,11 @@ left() { echo $((budget - ($(date +%s) - t0))); }
 R=$OUT/r
 mkdir -p "$R"
 tar -xJf target/device-pack.tar.xz -C target
+# Extra bench builds carried beside the pack (target/dcall/benches/NAME-SIDE.xz: a bench built alone).
+B=target/device-pack/benches
+for f in target/dcall/benches/*.xz; do
+    [ -f "$f" ] && xz -dc "$f" >"$B/$(basename "$f" .xz)" && chmod +x "$B/$(basename "$f" .xz)"
+done
 if [ -f target/dcall/cccl.tgz ]; then
     tar -xzf target/dcall/cccl.tgz -C /tmp && export CCCL_INCLUDE=/tmp/include
 fi
@@ -54,7 +59,12 @@ B=target/device-pack/benches
 # The test binaries that run the changed kernels (`bash scripts/ptx-same.sh main` lists those kernels).
 CHANGED=${CHANGED:-gpu_select gpu_select_types gpu_topk gpu_segmented_topk}
 T=target/device-pack/tests
-bench() { run "$1-$2${ROUND:-}" "$3" env PATH=/tmp/nopy:$PATH "$B/$1-$2" --bench "${@:4}"; }
+# The benches named in $TORCH (say "stats row_topk") keep their torch rows.
+bench() {
+    local path=/tmp/nopy:$PATH
+    case " ${TORCH:-} " in *" $1 "*) path=$PATH ;; esac
+    run "$1-$2${ROUND:-}" "$3" env PATH="$path" "$B/$1-$2" --bench "${@:4}"
+}
 # Bench $1 from each build in $SIDES (NAME-SIDE in the pack; default the change's, then main's), each with at
 # most $2 seconds and the arguments after.
 SIDES=${SIDES:-cand main}
@@ -104,6 +114,29 @@ select)
     for t in ${EXTRA_TESTS:-}; do run "$t" 60 "$T/$t" --include-ignored; done
     CHANGED=${CHANGED_SELECT-gpu_select gpu_select_types}
     run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED
+    ;;
+goals)
+    # Every issue goal's bench from one build (NAME-$SIDE in the pack), in the order of $GOALS, each item
+    # NAME[:ROUNDS]: sweep (reduce --sweep), loops (reduce --loops), topk (2^28), toolbox, segmented, stats,
+    # row_topk, tests (the suite), sanitize (the binaries in $CHANGED, for the time left).
+    # NAME@SIDE runs NAME-SIDE instead of NAME-$SIDE.
+    for item in ${GOALS:-tests toolbox:3 sweep segmented}; do
+        name=${item%%:*} n=1 side=${SIDE:-main}
+        [ "$name" != "$item" ] && n=${item#*:}
+        case "$name" in *@*) side=${name#*@} name=${name%%@*} ;; esac
+        for i in $(seq "$n"); do
+            r=""
+            [ "$n" -gt 1 ] && r=-r$i
+            case "$name" in
+            sweep) ROUND=$r bench reduce "$side" 240 --sweep ;;
+            loops) ROUND=$r bench reduce "$side" 120 --loops ;;
+            topk) ROUND=$r bench topk "$side" 240 --sizes 268435456 ;;
+            tests) run tests 150 bash target/device-pack/run.sh tests ;;
+            sanitize) run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED ;;
+            *) ROUND=$r bench "$name" "$side" 200 ;;
+            esac
+        done
+    done
     ;;
 sanitize)
     run sanitize 560 env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh

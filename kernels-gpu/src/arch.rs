@@ -1,6 +1,8 @@
 //! The thin layer over PTX: indices, barriers, shared memory, fences, atomics and cache-hinted loads.
 //!
-//! Everything else in the crate reaches the hardware only through this module and [`crate::warp`].
+//! Everything else in the crate reaches the hardware through this module, [`crate::shuffle`] and
+//! [`crate::warp`], but for single instructions kept beside their one user: `half`'s conversions and
+//! paired min/max, `softmax`'s `ex2`, the benchmarks' timer in `util`.
 use core::arch::{asm, nvptx};
 
 /// `threadIdx.x`.

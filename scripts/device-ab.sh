@@ -119,14 +119,16 @@ goals)
     # Every issue goal's bench from one build (NAME-$SIDE in the pack), in the order of $GOALS, each item
     # NAME[:ROUNDS]: sweep (reduce --sweep), loops (reduce --loops), topk (2^28), toolbox, segmented, stats,
     # row_topk, tests (the suite), sanitize (the binaries in $CHANGED, for the time left).
-    # NAME@SIDE runs NAME-SIDE instead of NAME-$SIDE.
+    # NAME@SIDE runs NAME-SIDE instead of NAME-$SIDE. Each run of a bench logs to a folder of its own
+    # (NAME-SIDE-rK, K counting that bench's runs in this call).
+    declare -A seen
     for item in ${GOALS:-tests toolbox:3 sweep segmented}; do
         name=${item%%:*} n=1 side=${SIDE:-main}
         [ "$name" != "$item" ] && n=${item#*:}
         case "$name" in *@*) side=${name#*@} name=${name%%@*} ;; esac
         for i in $(seq "$n"); do
-            r=""
-            [ "$n" -gt 1 ] && r=-r$i
+            seen[$name@$side]=$((${seen[$name@$side]:-0} + 1))
+            r=-r${seen[$name@$side]}
             case "$name" in
             sweep) ROUND=$r bench reduce "$side" 240 --sweep ;;
             loops) ROUND=$r bench reduce "$side" 120 --loops ;;

@@ -15,7 +15,9 @@
 # $PAIR_SIDES; the device-wide stats bench from each build in
 # $STATS_SIDES; then the suite (not with SKIP_TESTS=1), the binaries in $EXTRA_TESTS alone, and the
 # sanitizer over the compaction binaries, or those in $CHANGED_SELECT, every binary if it is set empty),
-# `sanitize` (every binary under all four tools). Each step's log goes to $OUT/r/STEP/log.txt, its exit
+# `goals` (every issue goal's bench from one build, see its case below: GOALS="toolbox:3 sweep segmented
+# topk stats row_topk", TORCH="stats row_topk" to keep those benches' torch rows), `sanitize` (every
+# binary under all four tools). Each step's log goes to $OUT/r/STEP/log.txt, its exit
 # status and seconds to $OUT/r/steps.txt; everything comes back as $OUT/all.tgz (a call returns at most 8
 # files).
 # A step that would pass the budget is cut short (timeout) or skipped, and says so.

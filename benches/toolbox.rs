@@ -213,28 +213,24 @@ fn run() -> Result<bool, BoxError> {
     // One compaction at the handle's policy: checked (the number kept), then timed.
     let mut compact = |select: &mut DeviceSelect, what: Compaction, failures: &mut Vec<String>| {
         let label = format!("{what:?} compaction at {} threads", select.policy().threads);
-        let stable = match what {
-            Compaction::Stable => true,
-            Compaction::Unordered => false,
-            Compaction::Flagged => {
-                let got = select.select_flagged(&d_uniform, &d_flags, &mut out_f)?;
-                if got != want {
-                    failures.push(format!("{label}: {got} selected, want {want}"));
-                }
-                return time(&gpu, &stream, |s| {
-                    // SAFETY: buffers live until the timing synchronizes.
-                    let _: () = unsafe {
-                        select
-                            .select_flagged_async(&d_uniform, &d_flags, &mut out_f, &mut count, s)?
-                    };
-                    Ok(())
-                });
-            }
-        };
-        let io = (&d_uniform, &mut out_f, &mut count);
-        time_select_if(
-            &gpu, &stream, select, io, 0.5f32, stable, want, &label, failures,
-        )
+        if !matches!(what, Compaction::Flagged) {
+            let io = (&d_uniform, &mut out_f, &mut count);
+            let stable = matches!(what, Compaction::Stable);
+            return time_select_if(
+                &gpu, &stream, select, io, 0.5f32, stable, want, &label, failures,
+            );
+        }
+        let got = select.select_flagged(&d_uniform, &d_flags, &mut out_f)?;
+        if got != want {
+            failures.push(format!("{label}: {got} selected, want {want}"));
+        }
+        time(&gpu, &stream, |s| {
+            // SAFETY: buffers live until the timing synchronizes.
+            let _: () = unsafe {
+                select.select_flagged_async(&d_uniform, &d_flags, &mut out_f, &mut count, s)?
+            };
+            Ok(())
+        })
     };
     for (what, name, cub_op) in [
         (

@@ -57,7 +57,6 @@ run() {
     rc=$?
     echo "$step rc=$rc $(($(date +%s) - s))s" >>"$R/steps.txt"
 }
-B=target/device-pack/benches
 # The test binaries that run the changed kernels (`bash scripts/ptx-same.sh main` lists those kernels).
 CHANGED=${CHANGED:-gpu_select gpu_select_types gpu_topk gpu_segmented_topk}
 T=target/device-pack/tests

@@ -33,8 +33,9 @@ impl TileStates {
     ///
     /// # Safety
     /// `words` must be valid for `1 + gridDim.x` zeroed `u64`s that no other kernel uses concurrently, and
-    /// the launch must run one tile per block. A kernel that only draws tiles ([`next_tile`](Self::next_tile),
-    /// never [`exclusive_prefix`](Self::exclusive_prefix)) needs word 0 alone.
+    /// the launch must run one tile per block. A kernel that only draws tiles
+    /// ([`next_tile`](Self::next_tile), never [`exclusive_prefix`](Self::exclusive_prefix)) needs word 0
+    /// alone.
     #[inline(always)]
     pub unsafe fn new(words: *mut u64) -> Self {
         TileStates { words }

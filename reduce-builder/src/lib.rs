@@ -23,8 +23,8 @@
 //! around it.
 //!
 //! The sm_90 PTX gives the compaction kernels (`select_stable_*`, `select_unordered_*`, `select_flagged_*`,
-//! a user's `export_select!` ones included) a `.maxnreg` cap, `reduce_contract::kernels::register_cap`: three of
-//! their blocks then fit on an SM where ptxas's own register count leaves room for two.
+//! a user's `export_select!` ones included) a `.maxnreg` cap, `reduce_contract::kernels::register_cap`:
+//! three of their blocks then fit on an SM where ptxas's own register count leaves room for two.
 #![deny(missing_docs)]
 
 mod error;

@@ -107,19 +107,20 @@ pub const fn stable_vectors(size: usize) -> usize {
     }
 }
 
-/// Registers a thread of a compaction kernel (stable or unordered: one tile body) may use (ptxas's `.maxnreg`, applied by the build to
-/// every kernel [`crate::kernels::register_cap`] names). Uncapped, ptxas gives the f32 kernel 64, so an SM
-/// holds two blocks of 512 threads, and a block whose warp 0 waits on the look-back leaves the SM with half
-/// its loads in flight; at 40 it holds three (40 × 512 × 3 ≤ 65536; their staging, 3 × 33 KiB, fits too),
-/// for 20–32 bytes of spills a thread (ptxas 13.0, sm_90).
+/// Registers a thread of a compaction kernel (stable or unordered: one tile body) may use (ptxas's
+/// `.maxnreg`, applied by the build to every kernel [`crate::kernels::register_cap`] names). Uncapped, ptxas
+/// gives the f32 kernel 64, so an SM holds two blocks of 512 threads, and a block whose warp 0 waits on the
+/// look-back leaves the SM with half its loads in flight; at 40 it holds three (40 × 512 × 3 ≤ 65536; their
+/// staging, 3 × 33 KiB, fits too), for 20–32 bytes of spills a thread (ptxas 13.0, sm_90).
 pub const STABLE_REGISTERS: u32 = 40;
 
-/// How far ahead, in tiles per SM, a compaction block asks L2 for a later block's tile while its warp 0
-/// finds where its tile goes (the look-back, or the unordered kernel's atomic): the blocks resident at once (three of 512 an SM, see [`STABLE_REGISTERS`]), so the
-/// tile is the one a block starts about when this one ends, and its first loads hit L2 instead of waiting
-/// on HBM. On an H100 at 2^28 f32 (three runs): stable `select_if` 784 → 641 µs, `select_flagged` 921 →
-/// 788 (1.10× CUB both); 1 gave 759 / 813, 5 gave 683 / 983, 8 gave 946 / 1139 (one run each: further
-/// ahead, the lines are evicted before their block comes). 0 turns it off.
+/// How far ahead, in tiles per SM, a compaction block asks L2 for a later block's tile while its warp 0 finds
+/// where its tile goes (the look-back, or the unordered kernel's atomic): the blocks resident at once (three
+/// of 512 an SM, see [`STABLE_REGISTERS`]), so the tile is the one a block starts about when this one ends,
+/// and its first loads hit L2 instead of waiting on HBM. On an H100 at 2^28 f32 (three runs): stable
+/// `select_if` 784 → 641 µs, `select_flagged` 921 → 788 (1.10× CUB both); 1 gave 759 / 813, 5 gave 683 / 983,
+/// 8 gave 946 / 1139 (one run each: further ahead, the lines are evicted before their block comes). 0 turns
+/// it off.
 pub const STABLE_PREFETCH_TILES_PER_SM: u32 = 3;
 
 /// Byte offset, in shared memory, of the compaction kernels' staging area (16-byte aligned, past the words of

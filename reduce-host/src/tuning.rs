@@ -91,8 +91,8 @@ pub(crate) fn single_block_threads(bytes: u64, indexed: bool) -> u32 {
 pub const HISTOGRAM_THREADS: u32 = 512;
 
 /// Threads per block of the compaction kernels (`DeviceSelect`'s default policy). A tile is `threads × 4`
-/// vectors: larger tiles mean fewer look-backs (and atomics, unordered), whose latency every block waits out at a
-/// barrier; 512 measured fastest on the H200 (docs/PERFORMANCE.md).
+/// vectors: larger tiles mean fewer look-backs (and atomics, unordered), whose latency every block waits
+/// out at a barrier; 512 measured fastest on the H200 (docs/PERFORMANCE.md).
 pub const SELECT_THREADS: u32 = 512;
 
 /// Threads of the reproducible sum's one-block combine: as many as a block holds, so that the block has

@@ -211,8 +211,8 @@ pub(crate) unsafe fn enqueue<T: SelectElement>(
     })
 }
 
-/// `threads` capped so a compaction block's staging (a whole tile) fits the shared memory a block gets without
-/// opting in: at most `MAX_STABLE_THREADS` (736).
+/// `threads` capped so a compaction block's staging (a whole tile) fits the shared memory a block gets
+/// without opting in: at most `MAX_STABLE_THREADS` (736).
 fn stable_threads(threads: u32) -> u32 {
     threads.min(MAX_STABLE_THREADS)
 }

@@ -51,7 +51,7 @@ impl Combine {
     /// The strategy that runs for an input of `bytes`: `Auto` becomes `TwoPass` or `LastBlock`.
     /// `dependent_launch`: the device runs the finalize as a programmatic dependent of the partials, which
     /// makes `TwoPass` the faster at every size (see [`tuning::AUTO_TWO_PASS_BYTES`]).
-    fn resolve(self, bytes: u64, dependent_launch: bool) -> Strategy {
+    pub(crate) fn resolve(self, bytes: u64, dependent_launch: bool) -> Strategy {
         match self {
             Combine::Auto if dependent_launch || bytes <= tuning::AUTO_TWO_PASS_BYTES => {
                 Strategy::TwoPass

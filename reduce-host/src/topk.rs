@@ -52,10 +52,12 @@ topk_elements!(f32, f64, crate::F16, crate::BF16, i32, u32, i64, u64, u8);
 /// (fewer on devices with less shared memory), then one pass that selects what lies above the k-th
 /// element's bucket and copies that bucket's elements to the candidate buffer. Later digits, and the
 /// index's digits where the k-th value is tied, read only the candidates. Inputs whose elements are all
-/// equal take one pass. It then sorts the k it selected. Either way the answer is the same. The handle
-/// keeps its stream and a scratch of `32 · max(k, 2048)` bytes for the selected pairs and `4 · n` bytes
-/// for the candidates (an eighth of the input's elements, twice, as 16-byte pairs), grown to the largest
-/// call seen, never allocated per call.
+/// equal take one pass. It then sorts the k it selected. Either way the answer is the same. k = 1 needs no
+/// select: the best element is what [`DeviceReduce::argmax`](crate::DeviceReduce::argmax) (`argmin`)
+/// finds under the same rules, in one read. The handle keeps its stream and a scratch of
+/// `32 · max(k, 2048)` bytes for the selected pairs and `4 · n` bytes for the candidates (an eighth of the
+/// input's elements, twice, as 16-byte pairs), grown to the largest call seen, never allocated per call;
+/// k = 1 adds, at its first call, the reduction's partials and 16 bytes a segment.
 ///
 /// ```no_run
 /// use cust::memory::{CopyDestination, DeviceBuffer};
@@ -244,14 +246,16 @@ impl DeviceTopK {
     ///
     /// - `k` is at most [`SEGMENT_K_MAX`] (1024), and may exceed a segment's length: the results past it
     ///   are index `u64::MAX` with the least value (−∞, or the type's least integer).
-    /// - A segment may hold at most `u32::MAX` elements. Offsets out of range (`end < begin`, past the
-    ///   input) or farther apart than that are an [`Error::InvalidArgument`] after the call, and that
-    ///   segment's results are all padding.
+    /// - A segment may hold at most `u32::MAX` elements (any number for k = 1). Offsets out of range
+    ///   (`end < begin`, past the input) or farther apart than that are an [`Error::InvalidArgument`]
+    ///   after the call, and that segment's results are all padding.
     /// - `k = 0` or no segments writes nothing; outputs shorter than `count · k` are an
     ///   [`Error::InvalidArgument`] and nothing is written.
     ///
     /// A block per segment reads it once, keeping in shared memory only the elements at or above the k-th
     /// best seen so far; a few long segments are cut into pieces whose results one more small pass merges.
+    /// k = 1 is the per-segment argmax (argmin) of
+    /// [`DeviceSegmentedReduce`](crate::DeviceSegmentedReduce), whose rules are the same.
     ///
     /// ```no_run
     /// use cust::memory::{CopyDestination, DeviceBuffer};
@@ -433,6 +437,23 @@ impl DeviceTopK {
             return Ok(());
         }
         let gpu = &self.gpu;
+        if k == 1 {
+            // The best of each segment is its argmax (argmin): one read, see `dispatch::top_one`.
+            let (top, last_use) = self.scratch.top_one(gpu)?;
+            // SAFETY: as below, with k = 1.
+            call.enqueue(stream, || unsafe {
+                dispatch::top_one::enqueue_segments(
+                    gpu, top, last_use, input, layout, largest, values, indices, stream,
+                )
+            })?;
+            if !blocking {
+                return Ok(());
+            }
+            if matches!(layout, Layout::Offsets { .. }) && top.read_error(stream)? {
+                return Err(bad_offsets());
+            }
+            return crate::driver::synchronize(stream);
+        }
         let (rows, last_use) = self.scratch.rows();
         // SAFETY: the input, offsets and outputs are checked, borrowed views, the outputs at least
         // count · k long; rows lie in the input and are at most ROW_MAX_LEN long; 1 ≤ k ≤ SEGMENT_K_MAX.
@@ -446,11 +467,7 @@ impl DeviceTopK {
             return Ok(());
         }
         if matches!(layout, Layout::Offsets { .. }) && rows.read_error(stream)? {
-            return Err(Error::InvalidArgument(
-                "a segment's offsets are out of range (end < begin, end past the input, or more than \
-                 u32::MAX elements); its results are padding"
-                    .into(),
-            ));
+            return Err(bad_offsets());
         }
         crate::driver::synchronize(stream)
     }
@@ -502,6 +519,16 @@ impl DeviceTopK {
         if k == 0 {
             return Ok(());
         }
+        if k == 1 {
+            // The best element is the argmax (argmin): one read, see `dispatch::top_one`.
+            let (gpu, (top, last_use)) = (&self.gpu, self.scratch.top_one(&self.gpu)?);
+            // SAFETY: as below, with k = 1.
+            return call.enqueue(stream, || unsafe {
+                dispatch::top_one::enqueue(
+                    gpu, top, last_use, input, largest, values, indices, stream,
+                )
+            });
+        }
         // SAFETY: `input` and the outputs are checked, borrowed, disjoint views, the outputs at least k long
         // and 1 ≤ k ≤ n; the caller keeps them alive until `stream` has passed this work.
         call.enqueue(stream, || unsafe {
@@ -517,6 +544,15 @@ impl DeviceTopK {
             )
         })
     }
+}
+
+/// The error of a blocking per-segment call whose device found bad offsets.
+fn bad_offsets() -> Error {
+    Error::InvalidArgument(
+        "a segment's offsets are out of range (end < begin, end past the input, or, for k > 1, more \
+         than u32::MAX elements); its results are padding"
+            .into(),
+    )
 }
 
 impl Drop for DeviceTopK {

@@ -275,6 +275,37 @@ fn bad_arguments_and_offsets() {
         .unwrap();
     // Indices are in the segment: [3, 4) holds one element, [1, 4) is 2.0, 3.0, 4.0.
     assert_eq!(download(&idx6), [1, 0, 0, u64::MAX, 2, 1]);
+    // k = 1 (argmax, not the select) pads and reports the same way.
+    let end = DeviceBuffer::from_slice(&[2u64, 1, 9]).unwrap();
+    let mut vals3 = DeviceBuffer::from_slice(&[9.0f32; 3]).unwrap();
+    let mut idx3 = DeviceBuffer::from_slice(&[9u64; 3]).unwrap();
+    let err = topk
+        .segmented_max_k(
+            &x,
+            Segments::offsets(&begin, &end),
+            1,
+            &mut vals3,
+            &mut idx3,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert_eq!(download(&idx3), [1, u64::MAX, u64::MAX]);
+    assert_eq!(
+        download(&vals3),
+        [2.0, f32::NEG_INFINITY, f32::NEG_INFINITY]
+    );
+    let end = DeviceBuffer::from_slice(&[2u64, 3, 4]).unwrap();
+    topk.segmented_min_k(
+        &x,
+        Segments::offsets(&begin, &end),
+        1,
+        &mut vals3,
+        &mut idx3,
+    )
+    .unwrap();
+    // [3, 3) is empty: padding, the greatest value for min_k.
+    assert_eq!(download(&idx3), [0, u64::MAX, 0]);
+    assert_eq!(download(&vals3), [1.0, f32::INFINITY, 2.0]);
 }
 
 #[test]
@@ -284,22 +315,24 @@ fn async_calls_agree_with_blocking_ones() {
     let (rows, cols) = (16, 100_000);
     let host = tied_input::<f32>(rows * cols, 21);
     let x = DeviceBuffer::from_slice(&host).unwrap();
-    let k = 256;
     let segments = Segments::fixed(rows, cols);
-    let mut v1 = DeviceBuffer::from_slice(&vec![0f32; rows * k]).unwrap();
-    let mut i1 = DeviceBuffer::from_slice(&vec![0u64; rows * k]).unwrap();
-    topk.segmented_min_k(&x, segments, k as u64, &mut v1, &mut i1)
-        .unwrap();
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
-    let mut v2 = DeviceBuffer::from_slice(&vec![1f32; rows * k]).unwrap();
-    let mut i2 = DeviceBuffer::from_slice(&vec![1u64; rows * k]).unwrap();
-    // SAFETY: the buffers live until the stream is synchronised below.
-    unsafe {
-        topk.segmented_min_k_async(&x, segments, k as u64, &mut v2, &mut i2, &stream)
-            .unwrap();
-    }
-    stream.synchronize().unwrap();
-    assert_eq!(download(&i1), download(&i2));
     let bits = |v: &DeviceBuffer<f32>| download(v).iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&v1), bits(&v2)); // NaN is planted: compare bits
+    // k = 1 is the per-segment argmin, the rest the select.
+    for k in [256, 1] {
+        let mut v1 = DeviceBuffer::from_slice(&vec![0f32; rows * k]).unwrap();
+        let mut i1 = DeviceBuffer::from_slice(&vec![0u64; rows * k]).unwrap();
+        topk.segmented_min_k(&x, segments, k as u64, &mut v1, &mut i1)
+            .unwrap();
+        let mut v2 = DeviceBuffer::from_slice(&vec![1f32; rows * k]).unwrap();
+        let mut i2 = DeviceBuffer::from_slice(&vec![1u64; rows * k]).unwrap();
+        // SAFETY: the buffers live until the stream is synchronised below.
+        unsafe {
+            topk.segmented_min_k_async(&x, segments, k as u64, &mut v2, &mut i2, &stream)
+                .unwrap();
+        }
+        stream.synchronize().unwrap();
+        assert_eq!(download(&i1), download(&i2));
+        assert_eq!(bits(&v1), bits(&v2)); // NaN is planted: compare bits
+    }
 }

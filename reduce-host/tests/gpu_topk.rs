@@ -12,7 +12,7 @@ use common::{NEEDS_GPU, TestElement, download, max_n, rng, upload_at};
 use cust::memory::DeviceBuffer;
 use cust::stream::{Stream, StreamFlags};
 use rand::Rng;
-use reduce_host::{DeviceTopK, DeviceView, Error, TopKElement};
+use reduce_host::{BF16, DeviceTopK, DeviceView, Error, TopKElement};
 
 fn handle() -> DeviceTopK {
     DeviceTopK::new()
@@ -405,4 +405,76 @@ fn large_k_merges_and_async_calls_agree() {
     unsafe { topk.max_k_indices_async(&buf, k, &mut b, &stream).unwrap() };
     stream.synchronize().unwrap();
     assert_eq!(download(&a), download(&b));
+}
+
+/// k = 1 runs argmax (argmin), not the select: the same rules, the input's own bits, and async calls on
+/// another stream that agree.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn k_one_keeps_the_rules() {
+    let mut topk = handle();
+    let mut top_one = |x: &[f32], largest: bool| -> (u64, u32) {
+        let buf = DeviceBuffer::from_slice(x).unwrap();
+        let mut v = DeviceBuffer::from_slice(&[7f32; 2]).unwrap();
+        let mut i = DeviceBuffer::from_slice(&[7u64; 2]).unwrap();
+        if largest {
+            topk.max_k(&buf, 1, &mut v, &mut i).unwrap();
+        } else {
+            topk.min_k(&buf, 1, &mut v, &mut i).unwrap();
+        }
+        let (v, i) = (download(&v), download(&i));
+        assert_eq!((v[1], i[1]), (7.0, 7), "wrote past k = 1");
+        (i[0], v[0].to_bits())
+    };
+    // The first NaN wins both ways, with its payload.
+    let payload = f32::from_bits(0x7fc0_1234);
+    let x = [1.0f32, -f32::NAN, f32::INFINITY, payload, f32::NEG_INFINITY];
+    for largest in [true, false] {
+        assert_eq!(top_one(&x, largest), (1, (-f32::NAN).to_bits()));
+        assert_eq!(top_one(&x[2..], largest), (1, payload.to_bits()));
+    }
+    // −0.0 and +0.0 tie: the smaller index, with its sign.
+    assert_eq!(top_one(&[-1.0, -0.0, 0.0], true), (1, (-0.0f32).to_bits()));
+    assert_eq!(top_one(&[1.0, 0.0, -0.0], false), (1, 0));
+    // bf16, whose argmax finds the value first and its index after: the NaN's own bits.
+    let h = [0x3f80u16, 0x4040, 0x7fa1, 0x4040].map(|b| BF16(half::bf16::from_bits(b)));
+    let buf = DeviceBuffer::from_slice(&h).unwrap();
+    let mut v = DeviceBuffer::from_slice(&[BF16::default()]).unwrap();
+    let mut i = DeviceBuffer::from_slice(&[0u64]).unwrap();
+    for largest in [true, false] {
+        if largest {
+            topk.max_k(&buf, 1, &mut v, &mut i).unwrap();
+        } else {
+            topk.min_k(&buf, 1, &mut v, &mut i).unwrap();
+        }
+        assert_eq!(download(&i), [2]);
+        assert_eq!(download(&v)[0].0.to_bits(), 0x7fa1);
+    }
+    // Async on another stream, values and indices-only, against blocking calls, on a long input.
+    let n = (1usize << 22) + 3;
+    if n > max_n() {
+        return;
+    }
+    let host = tied_input::<f32>(n, 31);
+    let buf = DeviceBuffer::from_slice(&host).unwrap();
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
+    for largest in [true, false] {
+        let want = reference(&host, largest)[0];
+        let mut v = DeviceBuffer::from_slice(&[0f32]).unwrap();
+        let mut i = DeviceBuffer::from_slice(&[0u64]).unwrap();
+        let mut j = DeviceBuffer::from_slice(&[0u64]).unwrap();
+        // SAFETY: the buffers outlive the synchronize below and nothing else touches them.
+        unsafe {
+            if largest {
+                topk.max_k_async(&buf, 1, &mut v, &mut i, &stream).unwrap();
+                topk.max_k_indices_async(&buf, 1, &mut j, &stream).unwrap();
+            } else {
+                topk.min_k_async(&buf, 1, &mut v, &mut i, &stream).unwrap();
+                topk.min_k_indices_async(&buf, 1, &mut j, &stream).unwrap();
+            }
+        }
+        stream.synchronize().unwrap();
+        assert_eq!((download(&i), download(&j)), (vec![want], vec![want]));
+        assert_eq!(download(&v)[0].to_bits(), host[want as usize].to_bits());
+    }
 }

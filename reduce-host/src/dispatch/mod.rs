@@ -10,6 +10,7 @@ pub(crate) mod row_topk;
 pub(crate) mod seed;
 pub(crate) mod segmented;
 pub(crate) mod select;
+pub(crate) mod top_one;
 pub(crate) mod topk;
 
 use std::marker::PhantomData;

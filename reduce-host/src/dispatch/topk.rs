@@ -9,6 +9,7 @@ use reduce_contract::topk::{
 };
 
 use super::row_topk::RowScratch;
+use super::top_one::TopOne;
 use super::{Span, resident};
 use crate::driver::{self, Launch, Order};
 use crate::error::Result;
@@ -26,6 +27,8 @@ pub(crate) struct Scratch {
     candidates: DeviceBuffer<u64>,
     /// The per-segment top-k's temporaries.
     rows: RowScratch,
+    /// The temporaries of k = 1, made at the first such call.
+    top_one: Option<TopOne>,
     last_use: LastUse,
 }
 
@@ -49,6 +52,7 @@ impl Scratch {
             pairs: driver::zeroed(4 * SORT_TILE as usize)?,
             candidates: driver::zeroed(4 * 4096)?,
             rows: RowScratch::new()?,
+            top_one: None,
             last_use: LastUse::new()?,
         })
     }
@@ -61,6 +65,16 @@ impl Scratch {
     /// The per-segment temporaries, and the last use that orders every reuse of the scratch.
     pub fn rows(&mut self) -> (&mut RowScratch, &mut LastUse) {
         (&mut self.rows, &mut self.last_use)
+    }
+
+    /// The temporaries of k = 1 (made now if this is the first such call on `gpu`, the handle's device),
+    /// and the last use that orders every reuse of the scratch.
+    pub fn top_one(&mut self, gpu: &Gpu) -> Result<(&mut TopOne, &mut LastUse)> {
+        let top = match self.top_one.take() {
+            Some(top) => top,
+            None => TopOne::new(gpu)?,
+        };
+        Ok((self.top_one.insert(top), &mut self.last_use))
     }
 
     /// Room for four arrays of `k` words (keys, indices, and the merge passes' second pair) and four of

@@ -1,0 +1,172 @@
+//! Top-k with k = 1, device-wide and per segment: the best element is argmax's (argmin's) answer, whose
+//! rules are top-k's (a NaN first, ties to the smaller index, −0.0 equal to +0.0, the input's own bits),
+//! found in one read instead of the select's sample, histogram and passes. The argmax kernels write
+//! [`Indexed`] pairs to the scratch; two strided copies then split them into the value and index outputs.
+use cust::memory::DeviceBuffer;
+use reduce_contract::Op;
+use reduce_contract::kernels::{PerSegment, Reduction};
+use reduce_contract::layout::Indexed;
+
+use super::segmented::{self, Kernels, Layout};
+use super::{Source, Span, reduce};
+use crate::driver;
+use crate::error::Result;
+use crate::gpu::Gpu;
+use crate::last_use::LastUse;
+use crate::reduce::Combine;
+use crate::stream::StreamRef;
+use crate::topk::TopKElement;
+use crate::tuning;
+
+/// The k = 1 temporaries of a top-k handle, made at its first such call: the device-wide and per-segment
+/// reductions' own scratch, and the pairs before they are split.
+pub(crate) struct TopOne {
+    reduce: reduce::Scratch,
+    segmented: segmented::Scratch,
+    pairs: DeviceBuffer<u8>,
+}
+
+impl TopOne {
+    pub fn new(gpu: &Gpu) -> Result<Self> {
+        let policy = tuning::policy(gpu.info().cc());
+        Ok(TopOne {
+            reduce: reduce::Scratch::new(gpu.info().sm_count * policy.blocks_per_sm)?,
+            segmented: segmented::Scratch::new()?,
+            pairs: driver::zeroed(size_of::<Indexed<u64>>())?,
+        })
+    }
+
+    /// Reads the per-segment call's bad-offsets word after the work on `stream` (waits for it).
+    pub fn read_error(&mut self, stream: StreamRef<'_>) -> Result<bool> {
+        self.segmented.read_error(stream)
+    }
+
+    /// Room for `count` pairs of `T`, grown (after the last use of the old room: `last_use`, the handle's
+    /// claim, which covers every k = 1 call) to the next power of two.
+    fn pairs<T>(&mut self, count: u64, last_use: &LastUse) -> Result<*mut Indexed<T>> {
+        let bytes = count as usize * size_of::<Indexed<T>>();
+        if self.pairs.len() < bytes {
+            last_use.synchronize()?;
+            self.pairs = driver::zeroed(bytes.next_power_of_two())?;
+        }
+        Ok(self.pairs.as_device_ptr().as_raw() as *mut Indexed<T>)
+    }
+}
+
+/// The operator whose answer is the best element: argmax for `max_k`, argmin for `min_k`.
+fn op(largest: bool) -> Op {
+    if largest { Op::ArgMax } else { Op::ArgMin }
+}
+
+/// Splits `count` pairs at `pairs` into `values` (if given) and `indices`, on `stream`.
+///
+/// # Safety
+/// `pairs` holds `count` pairs once the work before on `stream` is done; the outputs are valid for `count`
+/// writes until `stream` has passed this work.
+unsafe fn split<T>(
+    pairs: *mut Indexed<T>,
+    count: u64,
+    values: Option<Span<T>>,
+    indices: Span<u64>,
+    stream: StreamRef<'_>,
+) -> Result<()> {
+    let (pitch, rows) = (size_of::<Indexed<T>>(), count as usize);
+    let field = |offset: usize| pairs as u64 + offset as u64;
+    // SAFETY: each copy reads one field of each of the `count` pairs and writes `count` elements of an
+    // output (the caller).
+    unsafe {
+        if let Some(values) = values {
+            let at = field(std::mem::offset_of!(Indexed<T>, value));
+            driver::copy_field(at, pitch, values.ptr, size_of::<T>(), rows, stream)?;
+        }
+        let at = field(std::mem::offset_of!(Indexed<T>, index));
+        driver::copy_field(at, pitch, indices.ptr, size_of::<u64>(), rows, stream)
+    }
+}
+
+/// Writes the greatest (`largest`) or least element of `input` and its index to `values[0]` (if given)
+/// and `indices[0]`.
+///
+/// # Safety
+/// `input` valid for reads, the outputs for one write, until `stream` has passed this work; `input` not
+/// empty; `last_use` is the handle's, claimed around nothing else meanwhile.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn enqueue<T: TopKElement>(
+    gpu: &Gpu,
+    top: &mut TopOne,
+    last_use: &mut LastUse,
+    input: Span<T>,
+    largest: bool,
+    values: Option<Span<T>>,
+    indices: Span<u64>,
+    stream: StreamRef<'_>,
+) -> Result<()> {
+    let pair = top.pairs::<T>(1, last_use)?;
+    let source = Source::Builtin(Reduction {
+        op: op(largest),
+        elem: T::ELEM,
+    });
+    let policy = tuning::policy(gpu.info().cc());
+    // The combine `DeviceReduce` runs by default.
+    let bytes = input.len * size_of::<T>() as u64;
+    let strategy = Combine::Auto.resolve(bytes, gpu.dependent_launch());
+    last_use.claim(stream, || {
+        // SAFETY: `input` is valid (the caller), `pair` one `Indexed<T>` of the scratch claimed here, the
+        // accumulator of the argmax and argmin kernels of `T`; then the split's copies (the caller's outputs).
+        unsafe {
+            reduce::enqueue(
+                gpu,
+                &mut top.reduce,
+                &policy,
+                true,
+                strategy,
+                source,
+                input,
+                pair,
+                stream,
+            )?;
+            split(pair, 1, values, indices, stream)
+        }
+    })
+}
+
+/// Writes each segment's greatest (`largest`) or least element and its index in the segment to
+/// `values[s]` (if given) and `indices[s]`; an empty segment, or one whose offsets are out of range (the
+/// bad-offsets word is set, see [`TopOne::read_error`]), gives index `u64::MAX` and the worst value,
+/// top-k's padding.
+///
+/// # Safety
+/// `input` and the offsets of `layout` valid for reads, the outputs for `count` writes, until `stream` has
+/// passed this work; rows inside `input`; `last_use` as [`enqueue`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn enqueue_segments<T: TopKElement>(
+    gpu: &Gpu,
+    top: &mut TopOne,
+    last_use: &mut LastUse,
+    input: Span<T>,
+    layout: Layout,
+    largest: bool,
+    values: Option<Span<T>>,
+    indices: Span<u64>,
+    stream: StreamRef<'_>,
+) -> Result<()> {
+    let count = layout.count();
+    let pairs = top.pairs::<T>(count, last_use)?;
+    let kernels = Kernels::Reduce(Source::Builtin(PerSegment::Op(op(largest), T::ELEM)));
+    last_use.claim(stream, || {
+        // SAFETY: as `enqueue`: `pairs` holds `count` accumulators of the per-segment argmax (argmin) of
+        // `T`, in the scratch claimed here; the rest is the caller's.
+        unsafe {
+            segmented::enqueue(
+                gpu,
+                &mut top.segmented,
+                kernels,
+                input,
+                layout,
+                pairs,
+                stream,
+            )?;
+            split(pairs, count, values, indices, stream)
+        }
+    })
+}

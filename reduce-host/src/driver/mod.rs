@@ -367,7 +367,8 @@ pub(crate) unsafe fn memset_zero(ptr: u64, bytes: usize, stream: StreamRef<'_>) 
 
 /// Copies one field of an array of structs into an array of its own, device to device, on `stream`: `rows`
 /// pieces of `width` bytes, one every `pitch` bytes from `src`, to `dst` one after another. One strided
-/// copy, so that no kernel family is needed to split a result of pairs.
+/// copy, so that no kernel family is needed to split a result of pairs; a single piece is a plain copy,
+/// which no pitch rule of the driver's 2D copies can refuse.
 ///
 /// # Safety
 /// `src` must be valid for reads of `rows` pieces `pitch` apart, and `dst` for `rows · width` bytes of
@@ -380,6 +381,12 @@ pub(crate) unsafe fn copy_field(
     rows: usize,
     stream: StreamRef<'_>,
 ) -> Result<()> {
+    if rows == 1 {
+        // SAFETY: one piece of `width` bytes each side (the caller).
+        return Ok(check(unsafe {
+            sys::cuMemcpyDtoDAsync_v2(dst, src, width, stream.as_raw())
+        })?);
+    }
     let copy = sys::CUDA_MEMCPY2D {
         srcXInBytes: 0,
         srcY: 0,

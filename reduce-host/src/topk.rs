@@ -57,7 +57,7 @@ topk_elements!(f32, f64, crate::F16, crate::BF16, i32, u32, i64, u64, u8);
 /// finds under the same rules, in one read. The handle keeps its stream and a scratch of
 /// `32 · max(k, 2048)` bytes for the selected pairs and `4 · n` bytes for the candidates (an eighth of the
 /// input's elements, twice, as 16-byte pairs), grown to the largest call seen, never allocated per call;
-/// k = 1 adds, at its first call, the reduction's partials and 16 bytes a segment.
+/// for k = 1 it holds the reduction's partials and 16 bytes a segment.
 ///
 /// ```no_run
 /// use cust::memory::{CopyDestination, DeviceBuffer};
@@ -77,7 +77,8 @@ topk_elements!(f32, f64, crate::F16, crate::BF16, i32, u32, i64, u64, u8);
 /// # Streams and CUDA graphs
 /// As for [`DeviceReduce`](crate::DeviceReduce): async calls on different streams are ordered on the
 /// handle's scratch; a captured graph must not run beside other calls of the handle, and must not be
-/// launched after the handle is dropped or after a call with a larger `k` has grown the scratch.
+/// launched after the handle is dropped or after a call with a larger `k` (or, at k = 1, more segments) has
+/// grown the scratch.
 pub struct DeviceTopK {
     scratch: InContext<Scratch>,
     stream: InContext<Stream>,
@@ -93,7 +94,7 @@ impl DeviceTopK {
         let _current = gpu.make_current()?;
         let stream = gpu.handle_stream()?;
         Ok(DeviceTopK {
-            scratch: InContext::new(gpu, Scratch::new()?),
+            scratch: InContext::new(gpu, Scratch::new(gpu)?),
             stream,
             gpu: gpu.clone(),
         })
@@ -246,7 +247,8 @@ impl DeviceTopK {
     ///
     /// - `k` is at most [`SEGMENT_K_MAX`] (1024), and may exceed a segment's length: the results past it
     ///   are index `u64::MAX` with the least value (−∞, or the type's least integer).
-    /// - A segment may hold at most `u32::MAX` elements (any number for k = 1). Offsets out of range
+    /// - A segment may hold at most `u32::MAX` elements (an offset segment any number for k = 1, where
+    ///   the segments are many enough to run as argmax, see below). Offsets out of range
     ///   (`end < begin`, past the input) or farther apart than that are an [`Error::InvalidArgument`]
     ///   after the call, and that segment's results are all padding.
     /// - `k = 0` or no segments writes nothing; outputs shorter than `count · k` are an
@@ -254,8 +256,10 @@ impl DeviceTopK {
     ///
     /// A block per segment reads it once, keeping in shared memory only the elements at or above the k-th
     /// best seen so far; a few long segments are cut into pieces whose results one more small pass merges.
-    /// k = 1 is the per-segment argmax (argmin) of
-    /// [`DeviceSegmentedReduce`](crate::DeviceSegmentedReduce), whose rules are the same.
+    /// With k = 1, rows, and offset segments at least four times as many as the device's SMs, are the
+    /// per-segment argmax (argmin) of [`DeviceSegmentedReduce`](crate::DeviceSegmentedReduce), whose rules
+    /// are the same: its offsets kernel gives each segment one block and does not cut a long one into
+    /// pieces, so a few long offset segments keep the select.
     ///
     /// ```no_run
     /// use cust::memory::{CopyDestination, DeviceBuffer};
@@ -437,10 +441,13 @@ impl DeviceTopK {
             return Ok(());
         }
         let gpu = &self.gpu;
-        if k == 1 {
+        if k == 1 && dispatch::top_one::serves(gpu, &layout) {
             // The best of each segment is its argmax (argmin): one read, see `dispatch::top_one`.
-            let (top, last_use) = self.scratch.top_one(gpu)?;
-            // SAFETY: as below, with k = 1.
+            let (top, last_use) = self.scratch.top_one();
+            // SAFETY: the input, offsets and outputs are checked, borrowed views, the outputs at least
+            // `count` long; rows lie in the input; `last_use` is this handle's scratch's, which `&mut self`
+            // keeps to this call. Blocking calls wait below; async callers keep everything alive per their
+            // contract.
             call.enqueue(stream, || unsafe {
                 dispatch::top_one::enqueue_segments(
                     gpu, top, last_use, input, layout, largest, values, indices, stream,
@@ -521,8 +528,10 @@ impl DeviceTopK {
         }
         if k == 1 {
             // The best element is the argmax (argmin): one read, see `dispatch::top_one`.
-            let (gpu, (top, last_use)) = (&self.gpu, self.scratch.top_one(&self.gpu)?);
-            // SAFETY: as below, with k = 1.
+            let (gpu, (top, last_use)) = (&self.gpu, self.scratch.top_one());
+            // SAFETY: `input` (not empty: 1 = k ≤ n) and the outputs are checked, borrowed, disjoint views,
+            // the outputs at least one long; `last_use` is this handle's scratch's, which `&mut self` keeps
+            // to this call; the caller keeps the views alive until `stream` has passed this work.
             return call.enqueue(stream, || unsafe {
                 dispatch::top_one::enqueue(
                     gpu, top, last_use, input, largest, values, indices, stream,

@@ -11,7 +11,7 @@ use common::{FloatTest, NEEDS_GPU, TestElement, download, max_n, rng, upload_at}
 use cust::memory::DeviceBuffer;
 use cust::stream::{Stream, StreamFlags};
 use rand::Rng;
-use reduce_host::{DeviceTopK, DeviceView, Error, SEGMENT_K_MAX, Segments, TopKElement};
+use reduce_host::{BF16, DeviceTopK, DeviceView, Error, SEGMENT_K_MAX, Segments, TopKElement};
 
 fn handle() -> DeviceTopK {
     DeviceTopK::new()
@@ -275,7 +275,8 @@ fn bad_arguments_and_offsets() {
         .unwrap();
     // Indices are in the segment: [3, 4) holds one element, [1, 4) is 2.0, 3.0, 4.0.
     assert_eq!(download(&idx6), [1, 0, 0, u64::MAX, 2, 1]);
-    // k = 1 (argmax, not the select) pads and reports the same way.
+    // k = 1 on few offset segments (the select; many run as argmax: `k_one_on_many_segments_…`) pads and
+    // reports the same way.
     let end = DeviceBuffer::from_slice(&[2u64, 1, 9]).unwrap();
     let mut vals3 = DeviceBuffer::from_slice(&[9.0f32; 3]).unwrap();
     let mut idx3 = DeviceBuffer::from_slice(&[9u64; 3]).unwrap();
@@ -318,7 +319,7 @@ fn async_calls_agree_with_blocking_ones() {
     let segments = Segments::fixed(rows, cols);
     let stream = Stream::new(StreamFlags::NON_BLOCKING, None).unwrap();
     let bits = |v: &DeviceBuffer<f32>| download(v).iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    // k = 1 is the per-segment argmin, the rest the select.
+    // k = 1 on rows is the per-segment argmin, the rest the select.
     for k in [256, 1] {
         let mut v1 = DeviceBuffer::from_slice(&vec![0f32; rows * k]).unwrap();
         let mut i1 = DeviceBuffer::from_slice(&vec![0u64; rows * k]).unwrap();
@@ -335,4 +336,116 @@ fn async_calls_agree_with_blocking_ones() {
         assert_eq!(download(&i1), download(&i2));
         assert_eq!(bits(&v1), bits(&v2)); // NaN is planted: compare bits
     }
+}
+
+/// The best index of `x` by the top-k rules (`None` when empty).
+fn best<T: TestElement>(x: &[T], largest: bool) -> Option<usize> {
+    (0..x.len()).min_by(|&i, &j| by_value(x[i], x[j], largest).then(i.cmp(&j)))
+}
+
+/// Runs k = 1 on `host` cut into `segs` (`(begin, end)`, bad ones allowed) both ways, values and
+/// indices-only, and checks every segment: its best index and the value's own bits, or the padding.
+fn check_k_one<T: TestElement + TopKElement>(
+    topk: &mut DeviceTopK,
+    host: &[T],
+    segs: &[(u64, u64)],
+    bits: impl Fn(T) -> u64,
+    what: &str,
+) {
+    let x = DeviceBuffer::from_slice(host).unwrap();
+    let begin = DeviceBuffer::from_slice(&segs.iter().map(|s| s.0).collect::<Vec<_>>()).unwrap();
+    let end = DeviceBuffer::from_slice(&segs.iter().map(|s| s.1).collect::<Vec<_>>()).unwrap();
+    let bad = segs.iter().any(|&(b, e)| b > e || e > host.len() as u64);
+    let count = segs.len();
+    for largest in [true, false] {
+        let mut vals = DeviceBuffer::from_slice(&vec![T::default(); count]).unwrap();
+        let mut idx = DeviceBuffer::from_slice(&vec![7u64; count]).unwrap();
+        let mut only = DeviceBuffer::from_slice(&vec![7u64; count]).unwrap();
+        let segments = Segments::offsets(&begin, &end);
+        let (r1, r2) = if largest {
+            (
+                topk.segmented_max_k(&x, segments, 1, &mut vals, &mut idx),
+                topk.segmented_max_k_indices(&x, segments, 1, &mut only),
+            )
+        } else {
+            (
+                topk.segmented_min_k(&x, segments, 1, &mut vals, &mut idx),
+                topk.segmented_min_k_indices(&x, segments, 1, &mut only),
+            )
+        };
+        for r in [r1, r2] {
+            assert_eq!(r.is_err(), bad, "{what}: bad offsets reported");
+        }
+        let (vals, idx, only) = (download(&vals), download(&idx), download(&only));
+        assert_eq!(idx, only, "{what}: indices-only");
+        for (s, &(b, e)) in segs.iter().enumerate() {
+            let ctx = format!("{what}: segment {s} [{b}, {e}), largest {largest}");
+            let x = (b <= e && e <= host.len() as u64).then(|| &host[b as usize..e as usize]);
+            match x.and_then(|x| best(x, largest)) {
+                Some(i) => {
+                    assert_eq!(idx[s], i as u64, "{ctx}");
+                    assert_eq!(bits(vals[s]), bits(x.unwrap()[i]), "{ctx}: value bits");
+                }
+                None => {
+                    assert_eq!(idx[s], u64::MAX, "{ctx}: padding");
+                    assert_eq!(bits(vals[s]), bits(worst::<T>(largest)), "{ctx}: padding");
+                }
+            }
+        }
+    }
+}
+
+/// k = 1 on many segments runs as the per-segment argmax (argmin): the best index, the value's own bits
+/// (NaN payloads, the sign of zero), indices-only calls, empty and bad offsets, and one-byte values.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored on a GPU machine"]
+fn k_one_on_many_segments_keeps_the_rules() {
+    let mut topk = handle();
+    let mut r = rng(77);
+    // f32: few values, so ties everywhere, both zeros, and NaNs of two payloads.
+    let n = 40_000;
+    let host: Vec<f32> = (0..n)
+        .map(|_| match r.random_range(0..40) {
+            0..10 => -1.0,
+            10..20 => -0.0,
+            20..30 => 0.0,
+            30..38 => 1.0,
+            38 => f32::from_bits(0x7fc0_0001),
+            _ => f32::from_bits(0xffc0_0002),
+        })
+        .collect();
+    // 4096 segments (more than four an SM): mostly short, some empty, some out of range.
+    let mut segs: Vec<(u64, u64)> = (0..4096)
+        .map(|s| {
+            let b = r.random_range(0..n as u64 - 40);
+            match s % 13 {
+                3 => (b, b),
+                _ => (b, b + r.random_range(1..40)),
+            }
+        })
+        .collect();
+    let f32_bits = |v: f32| v.to_bits() as u64;
+    check_k_one(&mut topk, &host, &segs, f32_bits, "f32");
+    segs[100] = (5, 4);
+    segs[2000] = (n as u64 - 2, n as u64 + 1);
+    check_k_one(&mut topk, &host, &segs, f32_bits, "f32, bad offsets");
+    // bf16 with a NaN payload, and u8 (one-byte values: the narrowest split).
+    let bf: Vec<BF16> = host
+        .iter()
+        .map(|&v| match v.to_bits() {
+            0x7fc0_0001 => BF16(half::bf16::from_bits(0x7fa1)),
+            _ => BF16(half::bf16::from_f32(v)),
+        })
+        .collect();
+    segs[100] = (5, 9);
+    segs[2000] = (7, 7);
+    check_k_one(
+        &mut topk,
+        &bf,
+        &segs,
+        |v: BF16| v.0.to_bits() as u64,
+        "bf16",
+    );
+    let bytes: Vec<u8> = (0..n).map(|_| r.random_range(0..4u8)).collect();
+    check_k_one(&mut topk, &bytes, &segs, |v: u8| v as u64, "u8");
 }

@@ -18,8 +18,8 @@ use crate::stream::StreamRef;
 use crate::topk::TopKElement;
 use crate::tuning;
 
-/// The k = 1 temporaries of a top-k handle, made at its first such call: the device-wide and per-segment
-/// reductions' own scratch, and the pairs before they are split.
+/// The k = 1 temporaries of a top-k handle: the device-wide and per-segment reductions' own scratch, and
+/// the pairs before they are split (grown to the most segments seen).
 pub(crate) struct TopOne {
     reduce: reduce::Scratch,
     segmented: segmented::Scratch,
@@ -52,6 +52,23 @@ impl TopOne {
         Ok(self.pairs.as_device_ptr().as_raw() as *mut Indexed<T>)
     }
 }
+
+/// Whether k = 1 per segment runs here for `layout`: rows (the per-segment plans cut long rows into
+/// pieces), and offsets when there are at least [`OFFSET_SEGMENTS_PER_SM`] segments an SM. The offsets'
+/// argmax gives each segment one block of 128 threads and never cuts it, so one long segment would run on
+/// one SM where the select's per-segment kernel cuts it into up to 64 pieces.
+pub(crate) fn serves(gpu: &Gpu, layout: &Layout) -> bool {
+    match layout {
+        Layout::Rows { .. } => true,
+        Layout::Offsets { count, .. } => {
+            *count >= OFFSET_SEGMENTS_PER_SM * gpu.info().sm_count as u64
+        }
+    }
+}
+
+/// Offset segments per SM from which k = 1 runs as argmax (see [`serves`]): a few blocks an SM, so that
+/// the GPU fills whatever their lengths.
+const OFFSET_SEGMENTS_PER_SM: u64 = 4;
 
 /// The operator whose answer is the best element: argmax for `max_k`, argmin for `min_k`.
 fn op(largest: bool) -> Op {

@@ -27,8 +27,8 @@ pub(crate) struct Scratch {
     candidates: DeviceBuffer<u64>,
     /// The per-segment top-k's temporaries.
     rows: RowScratch,
-    /// The temporaries of k = 1, made at the first such call.
-    top_one: Option<TopOne>,
+    /// The temporaries of k = 1, made with the handle (so that no call allocates while a graph captures it).
+    top_one: TopOne,
     last_use: LastUse,
 }
 
@@ -46,13 +46,13 @@ fn grow(buffer: &mut DeviceBuffer<u64>, words: usize, last_use: &LastUse) -> Res
 }
 
 impl Scratch {
-    pub fn new() -> Result<Self> {
+    pub fn new(gpu: &Gpu) -> Result<Self> {
         Ok(Scratch {
             state: driver::zeroed(STATE_WORDS)?,
             pairs: driver::zeroed(4 * SORT_TILE as usize)?,
             candidates: driver::zeroed(4 * 4096)?,
             rows: RowScratch::new()?,
-            top_one: None,
+            top_one: TopOne::new(gpu)?,
             last_use: LastUse::new()?,
         })
     }
@@ -67,14 +67,9 @@ impl Scratch {
         (&mut self.rows, &mut self.last_use)
     }
 
-    /// The temporaries of k = 1 (made now if this is the first such call on `gpu`, the handle's device),
-    /// and the last use that orders every reuse of the scratch.
-    pub fn top_one(&mut self, gpu: &Gpu) -> Result<(&mut TopOne, &mut LastUse)> {
-        let top = match self.top_one.take() {
-            Some(top) => top,
-            None => TopOne::new(gpu)?,
-        };
-        Ok((self.top_one.insert(top), &mut self.last_use))
+    /// The temporaries of k = 1, and the last use that orders every reuse of the scratch.
+    pub fn top_one(&mut self) -> (&mut TopOne, &mut LastUse) {
+        (&mut self.top_one, &mut self.last_use)
     }
 
     /// Room for four arrays of `k` words (keys, indices, and the merge passes' second pair) and four of

@@ -251,7 +251,13 @@ fn every_distribution_takes_its_path() {
     ] {
         let host = distribution(name, n, &mut r);
         let n64 = n as u64;
-        check(&mut topk, &host, 1, &[1, 64, 1024, 65_536, n64 - 1], name);
+        check(
+            &mut topk,
+            &host,
+            1,
+            &[1, 2, 64, 1024, 65_536, n64 - 1],
+            name,
+        );
     }
 }
 
@@ -290,13 +296,14 @@ fn misjudged(topk: &mut DeviceTopK, n: usize) {
     for (s, &i) in sampled.iter().enumerate() {
         many[i] = s as f32 / SAMPLE as f32;
     }
-    assert!(samples(n as u64, 1) && samples(n as u64, 1024));
-    check(topk, &few, 0, &[1, 64, 1024], "few above the sample's key");
+    // k = 2, the select's least k: k = 1 runs as argmax.
+    assert!(samples(n as u64, 2) && samples(n as u64, 1024));
+    check(topk, &few, 0, &[2, 64, 1024], "few above the sample's key");
     check(
         topk,
         &many,
         0,
-        &[1, 64, 1024],
+        &[2, 64, 1024],
         "many above the sample's key",
     );
 }
@@ -328,7 +335,8 @@ fn keys_far_above_the_sample_are_counted() {
         for s in 0..SAMPLE {
             host[sample_position(s, n as u64) as usize] = 0.5 + 0.25 * s as f32 / SAMPLE as f32;
         }
-        let ks = [1, 1024, 20_000];
+        // k = 2, the select's least k: k = 1 runs as argmax.
+        let ks = [2, 1024, 20_000];
         assert!(ks.iter().all(|&k| samples(n as u64, k)));
         check(&mut topk, &host, 0, &ks, "far above the sample's key");
     }
@@ -361,7 +369,7 @@ fn sampled_inputs<T: TestElement + TopKElement>(what: &str) {
             &mut topk,
             host,
             2,
-            &[1, 64, 1024, 5000],
+            &[1, 2, 64, 1024, 5000],
             &format!("{what}, {name}"),
         );
     }

@@ -119,7 +119,7 @@ select)
 goals)
     # Every issue goal's bench from one build (NAME-$SIDE in the pack), in the order of $GOALS, each item
     # NAME[:ROUNDS]: sweep (reduce --sweep), loops (reduce --loops), topk (2^28), toolbox, segmented, stats,
-    # row_topk, tests (the suite), sanitize (the binaries in $CHANGED, for the time left).
+    # row_topk, tests (the suite), sampled (the top-k tests with the sample), sanitize (the binaries in $CHANGED, for the time left).
     # NAME@SIDE runs NAME-SIDE instead of NAME-$SIDE. Each run of a bench logs to a folder of its own
     # (NAME-SIDE-rK, K counting that bench's runs in this call).
     declare -A seen
@@ -135,6 +135,9 @@ goals)
             loops) ROUND=$r bench reduce "$side" 120 --loops ;;
             topk) ROUND=$r bench topk "$side" 240 --sizes 268435456 ;;
             tests) run tests 150 bash target/device-pack/run.sh tests ;;
+            sampled) for t in gpu_topk gpu_segmented_topk; do
+                run "$t-sampled" 60 env REDUCE_HOST_TOPK_SAMPLE=1 "$T/$t" --include-ignored --test-threads=4
+            done ;;
             sanitize) run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED ;;
             *) ROUND=$r bench "$name" "$side" 200 ;;
             esac

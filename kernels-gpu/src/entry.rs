@@ -352,8 +352,8 @@ mod topk {
     reduce_contract::topk_types!(topk_kernels);
 }
 
-/// One exported kernel per pass of the per-segment top-k of element type `$ty`. `merge` waits for
-/// `select` (programmatic dependent launch, as the device-wide passes).
+/// One exported kernel per pass of the per-segment top-k of element type `$ty`, and its `unpair`. `merge`
+/// waits for `select` (programmatic dependent launch, as the device-wide passes).
 macro_rules! row_topk_kernels {
     ($($ty:ident),* $(,)?) => {$(
         mod ${concat(row_topk_, $ty)} {
@@ -369,6 +369,12 @@ macro_rules! row_topk_kernels {
             pub unsafe extern "ptx-kernel" fn merge(p: Params) {
                 crate::arch::wait_for_primary();
                 unsafe { crate::row_topk::merge(p) }
+            }
+            #[unsafe(export_name = kernel_name!(row_topk unpair $ty))]
+            pub unsafe extern "ptx-kernel" fn unpair(
+                p: reduce_contract::params::UnpairParams<elem::$ty>,
+            ) {
+                unsafe { crate::row_topk::unpair(p) }
             }
         }
     )*};

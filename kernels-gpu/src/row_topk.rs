@@ -10,7 +10,7 @@
 //! has the greater one), the order of the device-wide top-k. The inverted index of a real element is at
 //! least 1; `(0, 0)` marks a missing one. A split segment's pieces write their k best unsorted; `merge`
 //! runs the same filter over them.
-use reduce_contract::params::RowTopKParams;
+use reduce_contract::params::{RowTopKParams, UnpairParams};
 use reduce_contract::topk::{
     ROW_HEADER, ROW_K_MAX, ROW_MAX_LEN, ROW_THREADS, TopKElement, row_capacity, row_trip,
     row_trip_vectors, value_key,
@@ -652,5 +652,27 @@ pub unsafe fn merge<T: RowElement>(p: RowTopKParams<T>) {
         // SAFETY: the whole block.
         unsafe { arch::sync_threads() };
         s += grid_dim() as u64;
+    }
+}
+
+/// Splits the k = 1 answers, `(value, index)` pairs from the argmax (argmin) kernels, into top-k's value and
+/// index outputs: a thread per pair, a grid-stride loop past the grid. A kernel rather than two strided
+/// copies, whose speed on a tall, narrow copy (one line per segment) the driver does not promise.
+///
+/// # Safety
+/// `p.pairs` valid for `p.count` reads, the outputs (`values_out` unless null) for `p.count` writes.
+#[inline(always)]
+pub unsafe fn unpair<T: Copy>(p: UnpairParams<T>) {
+    let mut s = arch::global_thread_idx();
+    while s < p.count {
+        // SAFETY: s < count: in the pairs and both outputs (caller).
+        unsafe {
+            let pair = p.pairs.add(s as usize).read();
+            p.indices_out.add(s as usize).write(pair.index);
+            if !p.values_out.is_null() {
+                p.values_out.add(s as usize).write(pair.value);
+            }
+        }
+        s += arch::grid_threads();
     }
 }

@@ -5,6 +5,7 @@
 //!
 //! Pointers are device addresses. They are raw pointers on both sides so the struct is the same type on
 //! both; the host never dereferences them.
+use crate::layout::Indexed;
 
 /// Every reduction kernel (`reduce_*`) and the seed kernels.
 #[repr(C)]
@@ -237,6 +238,29 @@ impl<T> Clone for RowTopKParams<T> {
     }
 }
 impl<T> Copy for RowTopKParams<T> {}
+
+/// `row_topk_unpair_*` ([`crate::kernels::Unpair`]): splits `count` [`Indexed`] pairs, the answers of
+/// top-k with k = 1 that the argmax (argmin) kernels wrote, into top-k's two outputs.
+#[repr(C)]
+#[derive(Debug)]
+pub struct UnpairParams<T> {
+    /// `count` pairs; unmodified while the kernel runs.
+    pub pairs: *const Indexed<T>,
+    /// Pairs, and elements of each output.
+    pub count: u64,
+    /// `count` values; null for indices only.
+    pub values_out: *mut T,
+    /// `count` indices.
+    pub indices_out: *mut u64,
+}
+
+// Copy whatever the element type: the struct holds only pointers to it and a number.
+impl<T> Clone for UnpairParams<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for UnpairParams<T> {}
 
 /// `util_spin`: one thread busy-waits this long.
 #[repr(C)]

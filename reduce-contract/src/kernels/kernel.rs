@@ -14,7 +14,7 @@ use super::name::Name;
 use crate::layout::Indexed;
 use crate::params::{
     HistogramParams, LaneParams, ReduceParams, ReproParams, RowTopKParams, SegmentedParams,
-    SelectParams, SpinParams, TopKParams,
+    SelectParams, SpinParams, TopKParams, UnpairParams,
 };
 
 /// A kernel of the built-in images: its module and its slot there.
@@ -277,6 +277,14 @@ pub struct RowTopKKernel(pub Elem, pub RowTopKPass);
 kernel!(RowTopKKernel, |k| (Module::RowTopK(k.0), k.1.ordinal()), [T] RowTopKParams<T>,
     RowTopKParams<u8>);
 
+/// Splits top-k's k = 1 answers, which the argmax (argmin) kernels write as pairs, into the value and
+/// index outputs: in the per-segment top-k's module, after its passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Unpair(pub Elem);
+
+kernel!(Unpair, |k| (Module::RowTopK(k.0), RowTopKPass::COUNT), [T] UnpairParams<T>,
+    UnpairParams<u8>);
+
 /// A version of the seed chapter's f32 sum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SeedKernel(pub SeedVersion);
@@ -376,6 +384,7 @@ pub fn every_kernel() -> impl Iterator<Item = (Module, Name, usize)> {
         RowTopKPass::ALL
             .iter()
             .map(move |&p| entry(RowTopKKernel(e, p)))
+            .chain([entry(Unpair(e))])
     });
     reduce
         .chain(atomic)

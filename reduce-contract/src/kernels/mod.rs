@@ -27,7 +27,7 @@ pub use kernel::{
     Family, HistogramBytes, HistogramKernel, Kernel, PerSegment, ReduceKernel, Reduction,
     ReproKernel, ReproSegments, ReproSegmentsKernel, RowTopKKernel, SeedKernel, SegmentedKernel,
     SelectBy, SelectFlagged, SelectKernel, Spin, StatKernel, StatPass, SumAtomic, Takes,
-    TestKernel, TopKKernel, every_kernel,
+    TestKernel, TopKKernel, Unpair, every_kernel,
 };
 pub use keys::{
     Counter, Elem, FloatElem, Key, Op, Place, Pred, ReducePass, ReproPass, ReproSegmentsPass,

@@ -99,7 +99,7 @@ modules! {
     Stat(stat: Stat, elem: FloatElem),
     /// Device-wide top-k of an element ([`TopKPass`] order).
     TopK(elem: Elem),
-    /// Per-segment top-k of an element ([`RowTopKPass`] order).
+    /// Per-segment top-k of an element ([`RowTopKPass`] order), then `unpair` (top-k with k = 1).
     RowTopK(elem: Elem),
 }
 
@@ -186,7 +186,7 @@ impl Module {
             Module::ReproSegments(_) => ReproSegmentsPass::COUNT,
             Module::Stat(..) => ReducePass::COUNT + SegmentedPass::COUNT,
             Module::TopK(_) => TopKPass::COUNT,
-            Module::RowTopK(_) => RowTopKPass::COUNT,
+            Module::RowTopK(_) => RowTopKPass::COUNT + 1,
         }
     }
 
@@ -252,6 +252,9 @@ impl Module {
                 Name::join(&["segmented", pass, stat.word(), elem.word()])
             }
             Module::TopK(elem) => Name::join(&["topk", TopKPass::ALL[slot].word(), elem.word()]),
+            Module::RowTopK(elem) if slot == RowTopKPass::COUNT => {
+                Name::join(&["row_topk_unpair", elem.word()])
+            }
             Module::RowTopK(elem) => {
                 Name::join(&["row_topk", RowTopKPass::ALL[slot].word(), elem.word()])
             }

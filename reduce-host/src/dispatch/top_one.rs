@@ -1,15 +1,16 @@
 //! Top-k with k = 1, device-wide and per segment: the best element is argmax's (argmin's) answer, whose
 //! rules are top-k's (a NaN first, ties to the smaller index, −0.0 equal to +0.0, the input's own bits),
 //! found in one read instead of the select's sample, histogram and passes. The argmax kernels write
-//! [`Indexed`] pairs to the scratch; two strided copies then split them into the value and index outputs.
+//! [`Indexed`] pairs to the scratch; the unpair kernel then splits them into the value and index outputs.
 use cust::memory::DeviceBuffer;
 use reduce_contract::Op;
-use reduce_contract::kernels::{PerSegment, Reduction};
+use reduce_contract::kernels::{PerSegment, Reduction, Unpair};
 use reduce_contract::layout::Indexed;
+use reduce_contract::params::UnpairParams;
 
 use super::segmented::{self, Kernels, Layout};
 use super::{Source, Span, reduce};
-use crate::driver;
+use crate::driver::{self, Launch};
 use crate::error::Result;
 use crate::gpu::Gpu;
 use crate::last_use::LastUse;
@@ -75,30 +76,37 @@ fn op(largest: bool) -> Op {
     if largest { Op::ArgMax } else { Op::ArgMin }
 }
 
-/// Splits `count` pairs at `pairs` into `values` (if given) and `indices`, on `stream`.
+/// Threads a block of the unpair kernel.
+const UNPAIR_THREADS: u32 = 256;
+
+/// Splits `count` pairs at `pairs` into `values` (if given) and `indices`, on `stream`: one thread a pair.
 ///
 /// # Safety
 /// `pairs` holds `count` pairs once the work before on `stream` is done; the outputs are valid for `count`
 /// writes until `stream` has passed this work.
-unsafe fn split<T>(
+unsafe fn split<T: TopKElement>(
+    gpu: &Gpu,
     pairs: *mut Indexed<T>,
     count: u64,
     values: Option<Span<T>>,
     indices: Span<u64>,
     stream: StreamRef<'_>,
 ) -> Result<()> {
-    let (pitch, rows) = (size_of::<Indexed<T>>(), count as usize);
-    let field = |offset: usize| pairs as u64 + offset as u64;
-    // SAFETY: each copy reads one field of each of the `count` pairs and writes `count` elements of an
-    // output (the caller).
-    unsafe {
-        if let Some(values) = values {
-            let at = field(std::mem::offset_of!(Indexed<T>, value));
-            driver::copy_field(at, pitch, values.ptr, size_of::<T>(), rows, stream)?;
-        }
-        let at = field(std::mem::offset_of!(Indexed<T>, index));
-        driver::copy_field(at, pitch, indices.ptr, size_of::<u64>(), rows, stream)
-    }
+    let params = UnpairParams {
+        pairs,
+        count,
+        values_out: values.map_or(std::ptr::null_mut(), |v| v.as_mut_ptr()),
+        indices_out: indices.as_mut_ptr(),
+    };
+    let blocks = count.div_ceil(UNPAIR_THREADS as u64).clamp(1, i32::MAX as u64) as u32;
+    let shape = Launch {
+        grid: blocks,
+        block: UNPAIR_THREADS,
+        shared_bytes: 0,
+    };
+    // SAFETY: the kernel reads `count` pairs and writes `count` elements of each output (the caller); it
+    // loops past its grid, needs no shared memory and takes `UnpairParams<T>` (the bound).
+    unsafe { super::launch(gpu, Unpair(T::ELEM), shape, stream, params) }
 }
 
 /// Writes the greatest (`largest`) or least element of `input` and its index to `values[0]` (if given)
@@ -129,7 +137,7 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     let strategy = Combine::Auto.resolve(bytes, gpu.dependent_launch());
     last_use.claim(stream, || {
         // SAFETY: `input` is valid (the caller), `pair` one `Indexed<T>` of the scratch claimed here, the
-        // accumulator of the argmax and argmin kernels of `T`; then the split's copies (the caller's outputs).
+        // accumulator of the argmax and argmin kernels of `T`; then the split (the caller's outputs).
         unsafe {
             reduce::enqueue(
                 gpu,
@@ -142,7 +150,7 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
                 pair,
                 stream,
             )?;
-            split(pair, 1, values, indices, stream)
+            split(gpu, pair, 1, values, indices, stream)
         }
     })
 }
@@ -183,7 +191,7 @@ pub(crate) unsafe fn enqueue_segments<T: TopKElement>(
                 pairs,
                 stream,
             )?;
-            split(pairs, count, values, indices, stream)
+            split(gpu, pairs, count, values, indices, stream)
         }
     })
 }

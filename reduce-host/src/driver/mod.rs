@@ -365,53 +365,6 @@ pub(crate) unsafe fn memset_zero(ptr: u64, bytes: usize, stream: StreamRef<'_>) 
     })?)
 }
 
-/// Copies one field of an array of structs into an array of its own, device to device, on `stream`: `rows`
-/// pieces of `width` bytes, one every `pitch` bytes from `src`, to `dst` one after another. One strided
-/// copy, so that no kernel family is needed to split a result of pairs; a single piece is a plain copy,
-/// which no pitch rule of the driver's 2D copies can refuse.
-///
-/// # Safety
-/// `src` must be valid for reads of `rows` pieces `pitch` apart, and `dst` for `rows · width` bytes of
-/// writes, until `stream` has passed the copy; `width ≤ pitch`.
-pub(crate) unsafe fn copy_field(
-    src: u64,
-    pitch: usize,
-    dst: u64,
-    width: usize,
-    rows: usize,
-    stream: StreamRef<'_>,
-) -> Result<()> {
-    if rows == 1 {
-        // SAFETY: one piece of `width` bytes each side (the caller).
-        return Ok(check(unsafe {
-            sys::cuMemcpyDtoDAsync_v2(dst, src, width, stream.as_raw())
-        })?);
-    }
-    let copy = sys::CUDA_MEMCPY2D {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        srcHost: std::ptr::null(),
-        srcDevice: src,
-        srcArray: std::ptr::null_mut(),
-        srcPitch: pitch,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        dstHost: std::ptr::null_mut(),
-        dstDevice: dst,
-        dstArray: std::ptr::null_mut(),
-        dstPitch: width,
-        WidthInBytes: width,
-        Height: rows,
-    };
-    // SAFETY: the descriptor names two device ranges the caller vouches for; the driver copies it before
-    // the call returns.
-    Ok(check(unsafe {
-        sys::cuMemcpy2DAsync_v2(&copy, stream.as_raw())
-    })?)
-}
-
 /// Copies one `T` from device address `src` to the host through `staging` (page-locked, so the copy is
 /// one DMA on the stream), ordered on `stream`, and waits for it.
 ///

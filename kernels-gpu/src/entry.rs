@@ -374,6 +374,8 @@ macro_rules! row_topk_kernels {
             pub unsafe extern "ptx-kernel" fn unpair(
                 p: reduce_contract::params::UnpairParams<elem::$ty>,
             ) {
+                // SAFETY: the host passes `count` pairs and outputs for `count` writes (`values_out`
+                // may be null: indices only).
                 unsafe { crate::row_topk::unpair(p) }
             }
         }

@@ -665,7 +665,7 @@ pub unsafe fn merge<T: RowElement>(p: RowTopKParams<T>) {
 pub unsafe fn unpair<T: Copy>(p: UnpairParams<T>) {
     let mut s = arch::global_thread_idx();
     while s < p.count {
-        // SAFETY: s < count: in the pairs and both outputs (caller).
+        // SAFETY: s < count: in the pairs and the outputs (`values_out` only when not null; caller).
         unsafe {
             let pair = p.pairs.add(s as usize).read();
             p.indices_out.add(s as usize).write(pair.index);

@@ -57,7 +57,8 @@ topk_elements!(f32, f64, crate::F16, crate::BF16, i32, u32, i64, u64, u8);
 /// finds under the same rules, in one read. The handle keeps its stream and a scratch of
 /// `32 · max(k, 2048)` bytes for the selected pairs and `4 · n` bytes for the candidates (an eighth of the
 /// input's elements, twice, as 16-byte pairs), grown to the largest call seen, never allocated per call;
-/// for k = 1 it holds the reduction's partials and 16 bytes a segment.
+/// for k = 1 it holds the reductions' partials (per segment, grown by the pieces of long rows) and a
+/// 16-byte pair a segment, rounded up to a power of two.
 ///
 /// ```no_run
 /// use cust::memory::{CopyDestination, DeviceBuffer};
@@ -77,8 +78,8 @@ topk_elements!(f32, f64, crate::F16, crate::BF16, i32, u32, i64, u64, u8);
 /// # Streams and CUDA graphs
 /// As for [`DeviceReduce`](crate::DeviceReduce): async calls on different streams are ordered on the
 /// handle's scratch; a captured graph must not run beside other calls of the handle, and must not be
-/// launched after the handle is dropped or after a call with a larger `k` (or, at k = 1, more segments) has
-/// grown the scratch.
+/// launched after the handle is dropped or after a larger call has grown the scratch (a larger `k`, or at
+/// k = 1 more segments or longer rows): capture after a call at least as large.
 pub struct DeviceTopK {
     scratch: InContext<Scratch>,
     stream: InContext<Stream>,
@@ -258,8 +259,9 @@ impl DeviceTopK {
     /// best seen so far; a few long segments are cut into pieces whose results one more small pass merges.
     /// With k = 1, rows, and offset segments at least four times as many as the device's SMs, are the
     /// per-segment argmax (argmin) of [`DeviceSegmentedReduce`](crate::DeviceSegmentedReduce), whose rules
-    /// are the same: its offsets kernel gives each segment one block and does not cut a long one into
-    /// pieces, so a few long offset segments keep the select.
+    /// are the same. Its offsets kernels give each segment a block, a warp or fewer lanes, by the segments'
+    /// mean length, and never cut one into pieces: a few long offset segments keep the select, and, as
+    /// there, a segment far longer than the mean runs on the few lanes the mean gets.
     ///
     /// ```no_run
     /// use cust::memory::{CopyDestination, DeviceBuffer};
@@ -558,8 +560,9 @@ impl DeviceTopK {
 /// The error of a blocking per-segment call whose device found bad offsets.
 fn bad_offsets() -> Error {
     Error::InvalidArgument(
-        "a segment's offsets are out of range (end < begin, end past the input, or, for k > 1, more \
-         than u32::MAX elements); its results are padding"
+        "a segment's offsets are out of range (end < begin, end past the input, or more than \
+         u32::MAX elements where the select runs: k > 1, or k = 1 on fewer than four offset segments \
+         an SM); its results are padding"
             .into(),
     )
 }

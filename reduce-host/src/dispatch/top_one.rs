@@ -56,8 +56,9 @@ impl TopOne {
 
 /// Whether k = 1 per segment runs here for `layout`: rows (the per-segment plans cut long rows into
 /// pieces), and offsets when there are at least [`OFFSET_SEGMENTS_PER_SM`] segments an SM. The offsets'
-/// argmax gives each segment one block of 128 threads and never cuts it, so one long segment would run on
-/// one SM where the select's per-segment kernel cuts it into up to 64 pieces.
+/// argmax gives each segment a block, a warp or fewer lanes (by the mean length) and never cuts it, so
+/// a few long segments would run on a few SMs where the select's per-segment kernel cuts them into up to
+/// 64 pieces.
 pub(crate) fn serves(gpu: &Gpu, layout: &Layout) -> bool {
     match layout {
         Layout::Rows { .. } => true,
@@ -98,7 +99,9 @@ unsafe fn split<T: TopKElement>(
         values_out: values.map_or(std::ptr::null_mut(), |v| v.as_mut_ptr()),
         indices_out: indices.as_mut_ptr(),
     };
-    let blocks = count.div_ceil(UNPAIR_THREADS as u64).clamp(1, i32::MAX as u64) as u32;
+    let blocks = count
+        .div_ceil(UNPAIR_THREADS as u64)
+        .clamp(1, i32::MAX as u64) as u32;
     let shape = Launch {
         grid: blocks,
         block: UNPAIR_THREADS,

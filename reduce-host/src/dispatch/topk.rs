@@ -27,7 +27,8 @@ pub(crate) struct Scratch {
     candidates: DeviceBuffer<u64>,
     /// The per-segment top-k's temporaries.
     rows: RowScratch,
-    /// The temporaries of k = 1, made with the handle (so that no call allocates while a graph captures it).
+    /// The temporaries of k = 1, made with the handle: a device-wide call never grows them, and per segment
+    /// they grow to the most segments (and row pieces) seen, so a graph is captured after a call as large.
     top_one: TopOne,
     last_use: LastUse,
 }

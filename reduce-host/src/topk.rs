@@ -455,13 +455,7 @@ impl DeviceTopK {
                     gpu, top, last_use, input, layout, largest, values, indices, stream,
                 )
             })?;
-            if !blocking {
-                return Ok(());
-            }
-            if matches!(layout, Layout::Offsets { .. }) && top.read_error(stream)? {
-                return Err(bad_offsets());
-            }
-            return crate::driver::synchronize(stream);
+            return finish_segments(blocking, layout, || top.read_error(stream), stream);
         }
         let (rows, last_use) = self.scratch.rows();
         // SAFETY: the input, offsets and outputs are checked, borrowed views, the outputs at least
@@ -472,13 +466,7 @@ impl DeviceTopK {
                 gpu, rows, last_use, input, layout, k, largest, values, indices, stream,
             )
         })?;
-        if !blocking {
-            return Ok(());
-        }
-        if matches!(layout, Layout::Offsets { .. }) && rows.read_error(stream)? {
-            return Err(bad_offsets());
-        }
-        crate::driver::synchronize(stream)
+        finish_segments(blocking, layout, || rows.read_error(stream), stream)
     }
 
     fn blocking<T: TopKElement>(
@@ -555,6 +543,23 @@ impl DeviceTopK {
             )
         })
     }
+}
+
+/// The end of a per-segment call: nothing more for an async one; a blocking one reads the bad-offsets word
+/// (`read_error`, offsets only) and waits for the work on `stream`.
+fn finish_segments(
+    blocking: bool,
+    layout: Layout,
+    read_error: impl FnOnce() -> Result<bool>,
+    stream: StreamRef<'_>,
+) -> Result<()> {
+    if !blocking {
+        return Ok(());
+    }
+    if matches!(layout, Layout::Offsets { .. }) && read_error()? {
+        return Err(bad_offsets());
+    }
+    crate::driver::synchronize(stream)
 }
 
 /// The error of a blocking per-segment call whose device found bad offsets.

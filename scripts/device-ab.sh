@@ -75,6 +75,12 @@ pair() {
     for v in $SIDES; do bench "$name" $v "$limit" "$@"; done
 }
 topk_pair() { pair topk "$1" --sizes 16777216; }
+# The top-k tests with the sample wherever it may run (REDUCE_HOST_TOPK_SAMPLE=1), each binary alone.
+sampled() {
+    for t in gpu_topk gpu_segmented_topk; do
+        run "$t-sampled" 60 env REDUCE_HOST_TOPK_SAMPLE=1 "$T/$t" --include-ignored --test-threads=4
+    done
+}
 case "$mode" in
 all)
     # The first bench of a machine also compiles CUB's comparator (about 35 s).
@@ -83,9 +89,7 @@ all)
     # Alone: beside 12 sanitizer jobs (2026-12-06) the suite passed 200 s (94 s alone) and lost its log,
     # which run.sh writes at the end. run.sh runs the soak alone after the others.
     run tests 150 bash target/device-pack/run.sh tests
-    for t in gpu_topk gpu_segmented_topk; do
-        run "$t-sampled" 60 env REDUCE_HOST_TOPK_SAMPLE=1 "$T/$t" --include-ignored --test-threads=4
-    done
+    sampled
     run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED
     ;;
 short)
@@ -119,7 +123,8 @@ select)
 goals)
     # Every issue goal's bench from one build (NAME-$SIDE in the pack), in the order of $GOALS, each item
     # NAME[:ROUNDS]: sweep (reduce --sweep), loops (reduce --loops), topk (2^28), toolbox, segmented, stats,
-    # row_topk, tests (the suite), sampled (the top-k tests with the sample), sanitize (the binaries in $CHANGED, for the time left).
+    # row_topk, tests (the suite), sampled (the top-k tests with the sample), sanitize (the binaries in
+    # $CHANGED, for the time left).
     # NAME@SIDE runs NAME-SIDE instead of NAME-$SIDE. Each run of a bench logs to a folder of its own
     # (NAME-SIDE-rK, K counting that bench's runs in this call).
     declare -A seen
@@ -135,9 +140,7 @@ goals)
             loops) ROUND=$r bench reduce "$side" 120 --loops ;;
             topk) ROUND=$r bench topk "$side" 240 --sizes 268435456 ;;
             tests) run tests 150 bash target/device-pack/run.sh tests ;;
-            sampled) for t in gpu_topk gpu_segmented_topk; do
-                run "$t-sampled" 60 env REDUCE_HOST_TOPK_SAMPLE=1 "$T/$t" --include-ignored --test-threads=4
-            done ;;
+            sampled) sampled ;;
             sanitize) run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED ;;
             *) ROUND=$r bench "$name" "$side" 200 ;;
             esac

@@ -564,12 +564,12 @@ fn finish_segments(
 
 /// The error of a blocking per-segment call whose device found bad offsets.
 fn bad_offsets() -> Error {
-    Error::InvalidArgument(
+    Error::InvalidArgument(format!(
         "a segment's offsets are out of range (end < begin, end past the input, or more than \
-         u32::MAX elements where the select runs: k > 1, or k = 1 on fewer than four offset segments \
-         an SM); its results are padding"
-            .into(),
-    )
+         u32::MAX elements where the select runs: k > 1, or k = 1 on fewer than {} offset segments \
+         an SM); its results are padding",
+        dispatch::top_one::OFFSET_SEGMENTS_PER_SM
+    ))
 }
 
 impl Drop for DeviceTopK {

@@ -70,7 +70,7 @@ pub(crate) fn serves(gpu: &Gpu, layout: &Layout) -> bool {
 
 /// Offset segments per SM from which k = 1 runs as argmax (see [`serves`]): a few blocks an SM, so that
 /// the GPU fills whatever their lengths.
-const OFFSET_SEGMENTS_PER_SM: u64 = 4;
+pub(crate) const OFFSET_SEGMENTS_PER_SM: u64 = 4;
 
 /// The operator whose answer is the best element: argmax for `max_k`, argmin for `min_k`.
 fn op(largest: bool) -> Op {

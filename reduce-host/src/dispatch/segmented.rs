@@ -395,6 +395,12 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         },
         _ => plan,
     };
+    let (plan, piece) = match (plan, layout.rows_len()) {
+        (Plan::Block | Plan::Split { .. }, Some(len)) if tree_free(source) => {
+            spread(plan, len, count, size, gpu.info().sm_count as u64)
+        }
+        _ => (plan, PIECE_CHUNKS),
+    };
     if let Plan::Split { pieces } = plan {
         let bytes = (count as u128 * pieces as u128 * size_of::<Acc>() as u128)
             .try_into()
@@ -409,7 +415,7 @@ pub(crate) unsafe fn enqueue<T, Acc>(
         Plan::Block => params,
         Plan::Split { pieces } => SegmentedParams {
             pieces,
-            piece: PIECE_CHUNKS,
+            piece,
             partials: scratch.partials.as_device_ptr().as_raw() as *mut Acc,
             ..params
         },
@@ -521,6 +527,40 @@ pub(crate) unsafe fn enqueue<T, Acc>(
             }
         }
     })
+}
+
+/// Blocks an SM that few long rows of a [`tree_free`] operator are cut into (see [`spread`]).
+const SPREAD_BLOCKS_PER_SM: u64 = 4;
+
+/// The shortest piece [`spread`] cuts, in chunks: 32 KiB, eight chunks a thread of a block of 256.
+const MIN_SPREAD_CHUNKS: u64 = 2048;
+
+/// The plan and piece length (in chunks) for `count` rows of `len` elements of `elem_size` bytes that
+/// `plan` (a block a row, or pieces of [`PIECE_CHUNKS`]) would give fewer than [`SPREAD_BLOCKS_PER_SM`]
+/// blocks an SM: rows cut into more, shorter pieces (none under [`MIN_SPREAD_CHUNKS`]), so that every SM
+/// reads. Only for [`tree_free`] operators, whose bits no cut changes; a sum's pieces must not follow the
+/// device. 64 rows of 131072 f32 took a block each, 2.95 times the read of their 33.5 MB on the H100
+/// (46.1 µs top-1 a row, docs/PERFORMANCE.md).
+fn spread(plan: Plan, len: u64, count: u64, elem_size: usize, sm_count: u64) -> (Plan, u64) {
+    let pieces_now = match plan {
+        Plan::Split { pieces } => pieces as u64,
+        _ => 1,
+    };
+    let target = SPREAD_BLOCKS_PER_SM * sm_count;
+    let chunks = len.div_ceil(LOAD_BYTES / elem_size as u64);
+    let wanted = target.div_ceil(count.max(1));
+    let pieces = wanted.min(chunks / MIN_SPREAD_CHUNKS);
+    if pieces <= pieces_now {
+        return (plan, PIECE_CHUNKS);
+    }
+    // Equal pieces; the last may be shorter, none empty.
+    let piece = chunks.div_ceil(pieces);
+    let pieces = chunks.div_ceil(piece);
+    // `pieces` ≤ wanted, a few per SM over one row: far below u32::MAX.
+    match u32::try_from(pieces) {
+        Ok(pieces) if pieces > 1 => (Plan::Split { pieces }, piece),
+        _ => (plan, PIECE_CHUNKS),
+    }
 }
 
 /// Whether `module`'s result has the same bits whatever the reduction tree, so its block size may follow
@@ -771,6 +811,38 @@ unsafe fn enqueue_reproducible<T, Out>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn few_long_rows_are_spread_over_every_sm() {
+        // 64 rows of 131072 f32 (32768 chunks, a block each) on 132 SMs: 9 pieces a row, 576 blocks.
+        let block = Plan::for_rows(131_072, 4).unwrap();
+        assert_eq!(block, Plan::Block);
+        let (plan, piece) = spread(block, 131_072, 64, 4, 132);
+        assert_eq!(plan, Plan::Split { pieces: 9 });
+        assert!(piece * 9 >= 32_768 && piece * 8 < 32_768);
+        // Pieces are never shorter than MIN_SPREAD_CHUNKS: 16384 chunks give at most 8.
+        assert_eq!(
+            spread(Plan::Block, 65_536, 2, 4, 132).0,
+            Plan::Split { pieces: 8 }
+        );
+        // Enough rows, or rows too short to cut, keep their plan.
+        assert_eq!(
+            spread(Plan::Block, 131_072, 1024, 4, 132),
+            (Plan::Block, PIECE_CHUNKS)
+        );
+        assert_eq!(
+            spread(Plan::Block, 8192, 8, 4, 132),
+            (Plan::Block, PIECE_CHUNKS)
+        );
+        // A split that already gives enough blocks keeps its pieces.
+        let long = Plan::for_rows(1 << 22, 4).unwrap();
+        assert_eq!(spread(long, 1 << 22, 16, 4, 132), (long, PIECE_CHUNKS));
+        // One row of 2^22 f32 (2^20 chunks): 528 pieces of 1986 chunks wanted, 512 of 2048 at most.
+        assert_eq!(
+            spread(long, 1 << 22, 1, 4, 132).0,
+            Plan::Split { pieces: 512 }
+        );
+    }
 
     #[test]
     fn rows_of_one_chunk_and_a_partial_one_take_the_rows_kernel() {

@@ -62,8 +62,10 @@ pub const LANE_ROWS: u64 = 4;
 /// Largest segment, in 16-byte chunks, that one block reduces; longer ones are split across blocks.
 pub const SPLIT_ABOVE_CHUNKS: u64 = 1 << 15;
 
-/// Chunks of one block's piece of a split segment (a multiple of [`SEGMENTED_THREADS`]); the host passes it
-/// to the kernel.
+/// Chunks of one block's piece of a split segment (a multiple of [`SEGMENTED_THREADS`]), which the host
+/// passes to the kernel: the pieces of every operator whose bits follow the tree (sums) are these. Few
+/// long rows of the operators whose bits no tree changes take shorter pieces of any length (the host's
+/// `segmented::spread`).
 pub const PIECE_CHUNKS: u64 = 1 << 14;
 
 /// Bytes of the largest accumulator any kernel keeps (an `Indexed<f64>` or `Indexed<u64>`): the host's

@@ -76,7 +76,8 @@ softmax_elements!(f32 => F32, F16 => F16, BF16 => BF16);
 /// 16–31 bytes a thread each, four rows in flight, with the one-lane tile's bits), a warp up to 32 KiB, a
 /// block up to 512 KiB, and beyond that several blocks of 256 KiB pieces whose partials a second kernel
 /// combines in a fixed order (argmax, argmin, and the max and min of types other than f16/bf16, whose bits
-/// no tree changes, also fit the block size to the GPU). The chunks of unaligned segments are read with
+/// no tree changes, also fit the block size to the GPU, and cut rows too few to fill it into pieces of at
+/// least 32 KiB, by the row count and the SMs). The chunks of unaligned segments are read with
 /// scalar loads in the same order, so a row-layout segment's result depends only on its values and length:
 /// the same bits on every call and whatever the alignment. Offset segments take the kernel of their mean
 /// length, `n / count` (never split; sums of a mean over 8 KiB a block each), so a ragged segment's float

@@ -81,6 +81,17 @@ sampled() {
         run "$t-sampled" 60 env REDUCE_HOST_TOPK_SAMPLE=1 "$T/$t" --include-ignored --test-threads=4
     done
 }
+# Each kernel's time in one device-wide `max_k` of 2^24 f32 (the `max_k` example, kept in the pack), at each
+# k in $NCU_KS, at the GPU's own clocks, after the example's own wall clock of a call: where the select's
+# time goes beside its one read.
+ncu_topk() {
+    for k in ${NCU_KS:-64 1024 65536}; do
+        echo "=== k = $k"
+        target/device-pack/examples/max_k 16777216 "$k" | grep -E '^time|correct|WRONG'
+        ncu --clock-control none --launch-count 60 --metrics gpu__time_duration.sum target/device-pack/examples/max_k 16777216 "$k" |
+            grep -E '^  [a-z_0-9]+.*\(|gpu__time_duration|correct|WRONG'
+    done
+}
 case "$mode" in
 all)
     # The first bench of a machine also compiles CUB's comparator (about 35 s).
@@ -123,8 +134,8 @@ select)
 goals)
     # Every issue goal's bench from one build (NAME-$SIDE in the pack), in the order of $GOALS, each item
     # NAME[:ROUNDS]: sweep (reduce --sweep), loops (reduce --loops), topk (2^28), toolbox, segmented, stats,
-    # row_topk, tests (the suite), sampled (the top-k tests with the sample), sanitize (the binaries in
-    # $CHANGED, for the time left).
+    # row_topk, tests (the suite), sampled (the top-k tests with the sample), ncu_topk (see `ncu_topk`), sanitize
+    # (the binaries in $CHANGED, for the time left).
     # NAME@SIDE runs NAME-SIDE instead of NAME-$SIDE. Each run of a bench logs to a folder of its own
     # (NAME-SIDE-rK, K counting that bench's runs in this call).
     declare -A seen
@@ -141,6 +152,7 @@ goals)
             topk) ROUND=$r bench topk "$side" 240 --sizes 268435456 ;;
             tests) run tests 150 bash target/device-pack/run.sh tests ;;
             sampled) sampled ;;
+            ncu_topk) export -f ncu_topk && run ncu-topk 150 bash -c ncu_topk ;;
             sanitize) run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED ;;
             *) ROUND=$r bench "$name" "$side" 200 ;;
             esac

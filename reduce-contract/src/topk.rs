@@ -46,17 +46,22 @@ pub const BUCKETS: usize = 1 << DIGIT_BITS;
 pub const FIRST_BITS: u32 = 15;
 /// Buckets of the widest first digit.
 pub const FIRST_BUCKETS: usize = 1 << FIRST_BITS;
-/// Threads of the `histogram` and `pick` blocks.
+/// Threads of the `histogram`, `pick`, `sort` and `sort_block` blocks.
 pub const WIDE_THREADS: u32 = 1024;
 /// Threads of the other top-k kernels' blocks.
 pub const THREADS: u32 = 256;
-/// Pairs each thread sorts in the block sort.
-pub const SORT_ITEMS: u32 = 8;
+/// Pairs each thread sorts in the block sort (blocks of [`WIDE_THREADS`]). The shared-memory bitonic
+/// stages wait on their loads, compares and barrier in turn, so a block sorts faster with more warps to
+/// switch between: with 256 threads of 8 pairs, sorting k = 1024 took 25 µs and each of the 32 tiles of
+/// k = 65536 41 µs under ncu at 2^24 on an H100 (2026-12-07, docs/PERFORMANCE.md).
+pub const SORT_ITEMS: u32 = 2;
 /// Candidates one block sorts in shared memory: a result of at most this many is sorted by one block;
 /// longer ones are cut into runs of this length and merged.
-pub const SORT_TILE: u64 = (THREADS * SORT_ITEMS) as u64;
-/// Outputs each thread of a merge pass writes.
-pub const MERGE_ITEMS: u64 = 8;
+pub const SORT_TILE: u64 = (WIDE_THREADS * SORT_ITEMS) as u64;
+/// Outputs each thread of a merge pass writes. Each thread's binary search and merge steps are global
+/// loads that wait on each other, so fewer outputs a thread (more threads in flight, shorter chains) is
+/// faster: with 8, each merge pass of k = 65536 took 11–12 µs under ncu on an H100 (2026-12-07).
+pub const MERGE_ITEMS: u64 = 2;
 
 /// Pairs each warp of `split`, `level` and `sieve` stages in shared memory before it copies them out with
 /// one atomic.

@@ -179,6 +179,11 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     // select can take (a jump to the index's digits only shortens it).
     let levels = 1 + (key_bits + index_bits - first_bits).div_ceil(DIGIT_BITS);
     let sort_shared = (2 * SORT_TILE as usize * size_of::<u64>()) as u32;
+    // The sort's blocks: `SORT_TILE` pairs over `WIDE_THREADS` (see `topk::SORT_ITEMS`).
+    let sorting = Launch {
+        block: WIDE_THREADS,
+        ..one_block(sort_shared)
+    };
     // A resident wave of a thread per output (the results' writers: `fill`, `gather`).
     let over_k = |pass| -> Result<Launch> {
         let f = gpu.function(kernel(pass))?;
@@ -235,12 +240,12 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
             }
             launch(TopKPass::Fill, over_k(TopKPass::Fill)?, params)?;
             if k <= SORT_TILE {
-                return launch(TopKPass::Sort, one_block(sort_shared), params);
+                return launch(TopKPass::Sort, sorting, params);
             }
             let tiles = k.div_ceil(SORT_TILE) as u32;
             let sort = Launch {
                 grid: tiles,
-                ..one_block(sort_shared)
+                ..sorting
             };
             launch(TopKPass::SortBlock, sort, params)?;
             let (mut run, mut from_alt) = (SORT_TILE, 0);

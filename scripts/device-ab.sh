@@ -134,8 +134,10 @@ select)
 goals)
     # Every issue goal's bench from one build (NAME-$SIDE in the pack), in the order of $GOALS, each item
     # NAME[:ROUNDS]: sweep (reduce --sweep), loops (reduce --loops), topk (2^28), toolbox, segmented, stats,
-    # row_topk, tests (the suite), sampled (the top-k tests with the sample), ncu_topk (see `ncu_topk`), sanitize
-    # (the binaries in $CHANGED, for the time left).
+    # row_topk, tests (the suite), topk_tests (the top-k binaries alone), sampled (the top-k tests with the
+    # sample), ncu_topk (see `ncu_topk`), ncu_detail (every section of ncu's full set for the kernels
+    # $NCU_KERNELS matches, their first $NCU_COUNT launches), sanitize (the binaries in $CHANGED, for the time
+    # left).
     # NAME@SIDE runs NAME-SIDE instead of NAME-$SIDE. Each run of a bench logs to a folder of its own
     # (NAME-SIDE-rK, K counting that bench's runs in this call).
     declare -A seen
@@ -152,7 +154,10 @@ goals)
             topk) ROUND=$r bench topk "$side" 240 --sizes 268435456 ;;
             tests) run tests 150 bash target/device-pack/run.sh tests ;;
             sampled) sampled ;;
+            topk_tests) for t in gpu_topk gpu_segmented_topk; do run "$t" 90 "$T/$t" --include-ignored; done ;;
             ncu_topk) export -f ncu_topk && run ncu-topk 150 bash -c ncu_topk ;;
+            ncu_detail) run ncu-detail 120 ncu --set full -k "regex:${NCU_KERNELS:-topk_(sample|pick)_f32}" \
+                --launch-count "${NCU_COUNT:-3}" --page details target/device-pack/examples/max_k 16777216 64 ;;
             sanitize) run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED ;;
             *) ROUND=$r bench "$name" "$side" 200 ;;
             esac

@@ -75,9 +75,11 @@ pair() {
     for v in $SIDES; do bench "$name" $v "$limit" "$@"; done
 }
 topk_pair() { pair topk "$1" --sizes 16777216; }
+# The top-k test binaries.
+TOPK_TESTS="gpu_topk gpu_segmented_topk"
 # The top-k tests with the sample wherever it may run (REDUCE_HOST_TOPK_SAMPLE=1), each binary alone.
 sampled() {
-    for t in gpu_topk gpu_segmented_topk; do
+    for t in $TOPK_TESTS; do
         run "$t-sampled" 60 env REDUCE_HOST_TOPK_SAMPLE=1 "$T/$t" --include-ignored --test-threads=4
     done
 }
@@ -154,7 +156,7 @@ goals)
             topk) ROUND=$r bench topk "$side" 240 --sizes 268435456 ;;
             tests) run tests 150 bash target/device-pack/run.sh tests ;;
             sampled) sampled ;;
-            topk_tests) for t in gpu_topk gpu_segmented_topk; do run "$t" 90 "$T/$t" --include-ignored; done ;;
+            topk_tests) for t in $TOPK_TESTS; do run "$t" 90 "$T/$t" --include-ignored; done ;;
             ncu_topk) export -f ncu_topk && run ncu-topk 150 bash -c ncu_topk ;;
             ncu_detail) run ncu-detail 120 ncu --set full -k "regex:${NCU_KERNELS:-topk_(sample|pick)_f32}" \
                 --launch-count "${NCU_COUNT:-3}" --page details target/device-pack/examples/max_k 16777216 64 ;;

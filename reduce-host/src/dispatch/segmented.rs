@@ -50,10 +50,16 @@ const WARP_CHUNKS: u64 = 2048;
 /// 95.3 → 77.8 / 95.7, so longer segments keep the warp. 16 lanes fell between the two.
 const USER_NARROW_CHUNKS: u64 = 256;
 
+/// The 16-byte chunks (`LOAD_BYTES`) of `len` elements of `elem_size` bytes, the last one maybe partial: the
+/// unit every plan measures segments in.
+fn chunk_count(len: u64, elem_size: usize) -> u64 {
+    len.div_ceil(LOAD_BYTES / elem_size as u64)
+}
+
 /// Lanes per segment of `len` elements of `elem_size` bytes for a heavy operator whose plan gives it a
 /// warp (see [`USER_NARROW_CHUNKS`]).
 fn user_width(len: u64, elem_size: usize) -> u32 {
-    if len.div_ceil(LOAD_BYTES / elem_size as u64) <= USER_NARROW_CHUNKS {
+    if chunk_count(len, elem_size) <= USER_NARROW_CHUNKS {
         8
     } else {
         32
@@ -95,7 +101,7 @@ impl Plan {
     /// chunks) only, so a segment's reduction tree, and its bits, repeat on every call (the block size of
     /// operators whose bits no tree changes may follow the device: see [`tree_free`]).
     pub fn for_len(len: u64, elem_size: usize) -> Result<Plan> {
-        let chunks = len.div_ceil(LOAD_BYTES / elem_size as u64);
+        let chunks = chunk_count(len, elem_size);
         Ok(if chunks <= TILE_CHUNKS {
             Plan::Tile {
                 width: chunks.div_ceil(2).next_power_of_two() as u32,
@@ -132,7 +138,7 @@ impl Plan {
     /// segment from a mean of [`BLOCK_SUM_CHUNKS`] where the others take a warp.
     pub fn for_offsets(n: u64, count: u64, elem_size: usize, cheap_tree: bool) -> Plan {
         let mean = n / count.max(1);
-        if cheap_tree && mean.div_ceil(LOAD_BYTES / elem_size as u64) > BLOCK_SUM_CHUNKS {
+        if cheap_tree && chunk_count(mean, elem_size) > BLOCK_SUM_CHUNKS {
             return Plan::Block;
         }
         match Plan::for_len(mean, elem_size) {
@@ -547,7 +553,7 @@ fn spread(plan: Plan, len: u64, count: u64, elem_size: usize, sm_count: u64) -> 
         _ => 1,
     };
     let target = SPREAD_BLOCKS_PER_SM * sm_count;
-    let chunks = len.div_ceil(LOAD_BYTES / elem_size as u64);
+    let chunks = chunk_count(len, elem_size);
     let wanted = target.div_ceil(count.max(1));
     let pieces = wanted.min(chunks / MIN_SPREAD_CHUNKS);
     if pieces <= pieces_now {

@@ -515,7 +515,7 @@ mod tests {
                         want.map(|(i, v)| (i, v.to_bits())));
                 }
             }
-            let ints: Vec<i64> = xs.iter().map(|x| if x.is_finite() { *x as i64 * 1_000_000_007 } else { i64::MAX }).collect();
+            let ints: Vec<i64> = xs.iter().map(|x| if x.is_finite() { (*x as i64).wrapping_mul(1_000_000_007) } else { i64::MAX }).collect();
             let sums = on_ranks(&lens, |c, r| {
                 let local = ints[r.clone()].iter().fold(0i64, |a, x| a.wrapping_add(*x));
                 let h = header(c, CallKind::Sum, Elem::I64, r.len(), [0; 3]);

@@ -50,17 +50,19 @@ pub const FIRST_BUCKETS: usize = 1 << FIRST_BITS;
 pub const WIDE_THREADS: u32 = 1024;
 /// Threads of the other top-k kernels' blocks.
 pub const THREADS: u32 = 256;
-/// Pairs each thread sorts in the block sort (blocks of [`WIDE_THREADS`]). The shared-memory bitonic
-/// stages wait on their loads, compares and barrier in turn, so a block sorts faster with more warps to
-/// switch between: with 256 threads of 8 pairs, sorting k = 1024 took 25 µs and each of the 32 tiles of
-/// k = 65536 41 µs under ncu at 2^24 on an H100 (2026-12-07, docs/PERFORMANCE.md).
+/// Pairs each thread sorts in a tile's block sort (blocks of [`WIDE_THREADS`]; the host gives a shorter
+/// sort a thread per pair a stage compares, at least [`THREADS`]). The shared-memory bitonic stages wait on
+/// their loads, compares and barrier in turn, so more warps help a long sort: on 256 threads of 8 pairs,
+/// sorting k = 1024 took 25.4 µs, the tiles of k = 65536 41.3 and each merge pass 11–12 (8 outputs a
+/// thread); on 1024 threads and merges of 2, 22.1, 37.4 and 8.7–10.7 (ncu, 2^24 f32, H100, 2026-12-07,
+/// docs/PERFORMANCE.md).
 pub const SORT_ITEMS: u32 = 2;
 /// Candidates one block sorts in shared memory: a result of at most this many is sorted by one block;
 /// longer ones are cut into runs of this length and merged.
 pub const SORT_TILE: u64 = (WIDE_THREADS * SORT_ITEMS) as u64;
 /// Outputs each thread of a merge pass writes. Each thread's binary search and merge steps are global
 /// loads that wait on each other, so fewer outputs a thread (more threads in flight, shorter chains) is
-/// faster: with 8, each merge pass of k = 65536 took 11–12 µs under ncu on an H100 (2026-12-07).
+/// faster (see [`SORT_ITEMS`]).
 pub const MERGE_ITEMS: u64 = 2;
 
 /// Pairs each warp of `split`, `level` and `sieve` stages in shared memory before it copies them out with
@@ -123,14 +125,12 @@ pub const SAMPLE_MIN: u64 = 1 << 20;
 /// 68 at 2^25). Smaller inputs were not measured with the sample.
 pub const SAMPLE_FROM: u64 = 1 << 24;
 /// Bytes of `sample`'s shared memory ahead of its counters: the block scan's slots, and the words that
-/// carry its first round's choice to the block.
+/// carry each round's choice to the block.
 pub const SAMPLE_HEADER: u32 = 1024;
-/// Dynamic shared memory of `sample` for a first digit of `first_bits`: the [`SAMPLE_HEADER`], then its
-/// counters, or the bytes it later puts there (each warp's extremes and votes, 1536), if more.
-pub const fn sample_shared(first_bits: u32) -> u32 {
-    let counters = 4u32 << first_bits;
-    SAMPLE_HEADER + if counters > 4096 { counters } else { 4096 }
-}
+/// Dynamic shared memory of `sample`: the [`SAMPLE_HEADER`], then a round's [`BUCKETS`] counters (each
+/// warp's extremes and votes, 1536 bytes, later take their place).
+pub const SAMPLE_SHARED: u32 = SAMPLE_HEADER + 4 * BUCKETS as u32;
+const _: () = assert!(4 * BUCKETS >= 1536);
 /// The most sampled elements at or above the sample's key for `sieve` to run: the candidates it expects
 /// are then at most 1/32 of the input (a twelfth of a read written and read back).
 pub const SAMPLE_MOST: u64 = SAMPLE / 32;
@@ -545,10 +545,9 @@ mod tests {
         assert_eq!(capacity(1 << 28), 1 << 25);
     }
 
-    /// What `sample` chooses from `keys` (32-bit value keys, a 15-bit first digit and an 11-bit second):
-    /// `(key_above, limit)` of the sieve's rule, or `None` where it steps aside. The kernel finds the
-    /// target-th greatest sampled key by digits; this sorts.
-    fn sample_rule(keys: &[u64], k: u64) -> Option<(u64, u64)> {
+    /// What `sample` chooses from `keys` (32-bit value keys, whose every bit its rounds choose): `(key_above,
+    /// limit)` of the sieve's rule. The kernel finds the target-th greatest sampled key by digits; this sorts.
+    fn sample_rule(keys: &[u64], k: u64) -> (u64, u64) {
         let n = keys.len() as u64;
         let sampled: Vec<(u64, u64)> = (0..SAMPLE)
             .map(|s| (keys[sample_position(s, n) as usize], s))
@@ -556,26 +555,15 @@ mod tests {
         let mut order = sampled.clone();
         order.sort_unstable_by_key(|x| core::cmp::Reverse(x.0));
         let target = sample_target(n, k);
-        let below = 32 - FIRST_BITS - DIGIT_BITS;
-        let cut = order[target as usize - 1].0 & !low_bits(below);
-        let above = sampled
-            .iter()
-            .filter(|x| x.0 >> below > cut >> below)
-            .count() as u64;
-        let inside: Vec<&(u64, u64)> = sampled
-            .iter()
-            .filter(|x| x.0 >> below == cut >> below)
-            .collect();
+        let cut = order[target as usize - 1].0;
+        let above = sampled.iter().filter(|x| x.0 > cut).count() as u64;
+        let inside: Vec<&(u64, u64)> = sampled.iter().filter(|x| x.0 == cut).collect();
         if above + inside.len() as u64 <= SAMPLE_MOST {
-            return Some((cut - 1, 0));
+            return (cut - 1, 0);
         }
-        let v = inside[0].0;
-        if inside.iter().any(|x| x.0 != v) {
-            return None;
-        }
-        // The (target − above)-th tied sample in sample order.
+        // Many sampled keys equal the cut: the (target − above)-th of them in sample order bounds the ties.
         let s = inside[(target - above) as usize - 1].1;
-        Some((v, sample_position(s, n) + 1))
+        (cut, sample_position(s, n) + 1)
     }
 
     #[test]
@@ -638,15 +626,15 @@ mod tests {
             .collect();
         let distinct: Vec<f32> = u.iter().map(|&x| (x * 16.0).floor()).collect();
         let equal: Vec<f32> = (0..n).map(|_| 1.5).collect();
-        // Distinct values in one band of the two digits (the last 6 bits of 1.0's neighbours): the sieve
-        // would take them all, so the sample steps aside.
+        // Distinct values in a narrow band (the last 6 bits of 1.0's neighbours), which a cut to the top 26
+        // bits (the sample's two rounds before 2026-12-07) could not tell apart, so the sample stepped aside.
         let band: Vec<f32> = u
             .iter()
             .map(|&x| f32::from_bits(1.0f32.to_bits() + (x * 64.0) as u32))
             .collect();
         let key = |data: &[f32]| -> Vec<u64> { data.iter().map(|&x| value_key(x, true)).collect() };
-        assert_eq!(sample_rule(&key(&band), 1), None);
         for (name, data) in [
+            ("narrow band", &band),
             ("uniform", &u),
             ("normal", &normal),
             ("ascending", &ascending),
@@ -660,9 +648,7 @@ mod tests {
                 if !samples(n as u64, k) {
                     continue;
                 }
-                let Some((key_above, limit)) = sample_rule(&keys, k) else {
-                    panic!("{name} k = {k}: no sieve");
-                };
+                let (key_above, limit) = sample_rule(&keys, k);
                 {
                     let reach = keys
                         .iter()

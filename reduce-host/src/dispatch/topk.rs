@@ -173,15 +173,17 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
     };
     let sampler = Launch {
         block: topk::SAMPLE_THREADS,
-        ..one_block(topk::sample_shared(first_bits))
+        ..one_block(topk::SAMPLE_SHARED)
     };
     // The first digit, then digits of DIGIT_BITS down to the composite key's last bit: the most levels a
     // select can take (a jump to the index's digits only shortens it).
     let levels = 1 + (key_bits + index_bits - first_bits).div_ceil(DIGIT_BITS);
     let sort_shared = (2 * SORT_TILE as usize * size_of::<u64>()) as u32;
-    // The sort's blocks: `SORT_TILE` pairs over `WIDE_THREADS` (see `topk::SORT_ITEMS`).
-    let sorting = Launch {
-        block: WIDE_THREADS,
+    // The sort's blocks: a thread for each pair a bitonic stage compares, from `THREADS` (a short sort's
+    // barriers cost more with more warps: k = 64 sorted 1.2 µs slower on 1024 threads than on 256, ncu,
+    // H100, 2026-12-07) to `WIDE_THREADS` (a tile of `SORT_TILE`, see `topk::SORT_ITEMS`).
+    let sorting = |pairs: u64| Launch {
+        block: (pairs.next_power_of_two() / 2).clamp(THREADS as u64, WIDE_THREADS as u64) as u32,
         ..one_block(sort_shared)
     };
     // A resident wave of a thread per output (the results' writers: `fill`, `gather`).
@@ -240,12 +242,12 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
             }
             launch(TopKPass::Fill, over_k(TopKPass::Fill)?, params)?;
             if k <= SORT_TILE {
-                return launch(TopKPass::Sort, sorting, params);
+                return launch(TopKPass::Sort, sorting(k), params);
             }
             let tiles = k.div_ceil(SORT_TILE) as u32;
             let sort = Launch {
                 grid: tiles,
-                ..sorting
+                ..sorting(SORT_TILE)
             };
             launch(TopKPass::SortBlock, sort, params)?;
             let (mut run, mut from_alt) = (SORT_TILE, 0);

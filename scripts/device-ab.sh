@@ -135,7 +135,7 @@ select)
     ;;
 goals)
     # Every issue goal's bench from one build (NAME-$SIDE in the pack), in the order of $GOALS, each item
-    # NAME[:ROUNDS]: sweep (reduce --sweep), loops (reduce --loops), topk (2^28), toolbox, segmented, stats,
+    # NAME[:ROUNDS]: sweep (reduce --sweep), loops (reduce --loops), topk (2^28), topk24 (2^24), toolbox, segmented, stats,
     # row_topk, tests (the suite), topk_tests (the top-k binaries alone), sampled (the top-k tests with the
     # sample), ncu_topk (see `ncu_topk`), ncu_detail (every section of ncu's full set for the kernels
     # $NCU_KERNELS matches, their first $NCU_COUNT launches), sanitize (the binaries in $CHANGED, for the time
@@ -154,13 +154,16 @@ goals)
             sweep) ROUND=$r bench reduce "$side" 240 --sweep ;;
             loops) ROUND=$r bench reduce "$side" 120 --loops ;;
             topk) ROUND=$r bench topk "$side" 240 --sizes 268435456 ;;
+            topk24) ROUND=$r bench topk "$side" 150 --sizes 16777216 ;;
             tests) run tests 150 bash target/device-pack/run.sh tests ;;
             sampled) sampled ;;
             topk_tests) for t in $TOPK_TESTS; do run "$t" 90 "$T/$t" --include-ignored; done ;;
             ncu_topk) export -f ncu_topk && run ncu-topk 150 bash -c ncu_topk ;;
             ncu_detail) run ncu-detail 120 ncu --set full -k "regex:${NCU_KERNELS:-topk_(sample|pick)_f32}" \
                 --launch-count "${NCU_COUNT:-3}" --page details target/device-pack/examples/max_k 16777216 64 ;;
-            sanitize) run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 bash scripts/device-sanitize.sh $CHANGED ;;
+            # SANITIZE_ENV (say "REDUCE_HOST_TOPK_SAMPLE=1 REDUCE_TEST_MAX_N=1100000"): settings for this step only.
+            sanitize) run sanitize-changed $(($(left) - 15)) env SANITIZE_JOBS=15 ${SANITIZE_ENV:-} \
+                bash scripts/device-sanitize.sh $CHANGED ;;
             *) ROUND=$r bench "$name" "$side" 200 ;;
             esac
         done

@@ -8,6 +8,8 @@
 # Expects the packed test binaries in target/device-pack/tests (see ../shared/tools/device-pack). One log
 # per shard run goes to $SANITIZE_LOGS (/tmp/sanitize), a line per run as it ends to
 # $OUT/sanitize-lines.txt and the summary to $OUT/sanitize-summary.txt. Exit status 1 if any run fails.
+# SANITIZE_TOOLS (say "racecheck memcheck") runs those tools, in that order; SANITIZE_TESTS (an extended
+# regex) only the tests whose names match.
 set -uo pipefail
 summary=${OUT:-/tmp}
 out=${SANITIZE_LOGS:-/tmp/sanitize}
@@ -31,12 +33,13 @@ for bin in "${bins[@]}"; do
     # The missing-kernel test asks the driver for a kernel that is not there, on purpose: memcheck counts the
     # CUDA_ERROR_NOT_FOUND it answers as an API error. It touches no device memory.
     names=$("$dir/$bin" --list --include-ignored 2>/dev/null | sed -n 's/: test$//p' |
-        grep -v -e '^two_devices' -e '^an_operator_the_kernel_crate_did_not_export' || true)
+        grep -v -e '^two_devices' -e '^an_operator_the_kernel_crate_did_not_export' |
+        grep -E "${SANITIZE_TESTS:-.}" || true)
     [ -n "$names" ] || continue
     # gpu_types launches thousands of small kernels per test (every type, offset and strategy): more shards.
     n=$shards
     [ "$bin" = gpu_types ] && n=$((shards * 2))
-    for tool in memcheck racecheck synccheck initcheck; do
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
         echo "$names" | awk -v n="$n" -v t="$tool" -v b="$bin" \
             '{ s[NR % n] = s[NR % n] " " $0 } END { for (i in s) print t, b, i s[i] }'
     done
@@ -80,7 +83,7 @@ start=$(date +%s)
 xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _ <"$plan" | tee "$summary/sanitize-lines.txt" | grep -v ' exit 0 '
 {
     echo "compute-sanitizer, $(wc -l <"$plan") shard runs, $(($(date +%s) - start)) s, REDUCE_TEST_MAX_N=$REDUCE_TEST_MAX_N (gpu_types ${GPU_TYPES_MAX_N:-1100}) REDUCE_SOAK_CALLS=$REDUCE_SOAK_CALLS REDUCE_PROPTEST_CASES=$REDUCE_PROPTEST_CASES"
-    for tool in memcheck racecheck synccheck initcheck; do
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
         for bin in "${bins[@]}"; do
             lines=$(grep "^$tool $bin " "$summary/sanitize-lines.txt") || continue
             passed=$(echo "$lines" | sed -n 's/.*test result: [a-zA-Z]*\. \([0-9]*\) passed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')

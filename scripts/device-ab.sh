@@ -135,8 +135,8 @@ select)
     ;;
 goals)
     # Every issue goal's bench from one build (NAME-$SIDE in the pack), in the order of $GOALS, each item
-    # NAME[:ROUNDS]: sweep (reduce --sweep), loops (reduce --loops), topk (2^28), topk24 (2^24), toolbox, segmented, stats,
-    # row_topk, tests (the suite), topk_tests (the top-k binaries alone), sampled (the top-k tests with the
+    # NAME[:ROUNDS]: sweep (reduce --sweep), loops (reduce --loops), topk (2^28), topk24 (2^24), toolbox,
+    # segmented, stats, row_topk, tests (the suite), topk_tests (the top-k binaries alone), sampled (the top-k tests with the
     # sample), ncu_topk (see `ncu_topk`), ncu_detail (every section of ncu's full set for the kernels
     # $NCU_KERNELS matches, their first $NCU_COUNT launches), sanitize (the binaries in $CHANGED, for the time
     # left).

@@ -25,6 +25,7 @@ if [ ! -d "$dir" ]; then
 fi
 jobs=${SANITIZE_JOBS:-$(($(nproc) - 2))}
 shards=${SANITIZE_SHARDS:-6}
+tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
 if [ $# -gt 0 ]; then bins=("$@"); else bins=($(ls "$dir")); fi
 
 # One line per (tool, binary, shard): the shard's test names, exact. Two-GPU tests need a second device.
@@ -39,7 +40,7 @@ for bin in "${bins[@]}"; do
     # gpu_types launches thousands of small kernels per test (every type, offset and strategy): more shards.
     n=$shards
     [ "$bin" = gpu_types ] && n=$((shards * 2))
-    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+    for tool in $tools; do
         echo "$names" | awk -v n="$n" -v t="$tool" -v b="$bin" \
             '{ s[NR % n] = s[NR % n] " " $0 } END { for (i in s) print t, b, i s[i] }'
     done
@@ -83,7 +84,7 @@ start=$(date +%s)
 xargs -P "$jobs" -L 1 bash -c 'run_one "$@"' _ <"$plan" | tee "$summary/sanitize-lines.txt" | grep -v ' exit 0 '
 {
     echo "compute-sanitizer, $(wc -l <"$plan") shard runs, $(($(date +%s) - start)) s, REDUCE_TEST_MAX_N=$REDUCE_TEST_MAX_N (gpu_types ${GPU_TYPES_MAX_N:-1100}) REDUCE_SOAK_CALLS=$REDUCE_SOAK_CALLS REDUCE_PROPTEST_CASES=$REDUCE_PROPTEST_CASES"
-    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+    for tool in $tools; do
         for bin in "${bins[@]}"; do
             lines=$(grep "^$tool $bin " "$summary/sanitize-lines.txt") || continue
             passed=$(echo "$lines" | sed -n 's/.*test result: [a-zA-Z]*\. \([0-9]*\) passed.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')

@@ -32,7 +32,8 @@ budget=${BUDGET:-585}
 left() { echo $((budget - ($(date +%s) - t0))); }
 R=$OUT/r
 mkdir -p "$R"
-tar -xJf target/device-pack.tar.xz -C target
+# PACK_READY=1: an earlier run of this script in the same call unpacked it.
+[ -n "${PACK_READY:-}" ] || tar -xJf target/device-pack.tar.xz -C target
 # Extra bench builds carried beside the pack (target/dcall/benches/NAME-SIDE.xz: a bench built alone).
 B=target/device-pack/benches
 for f in target/dcall/benches/*.xz; do

@@ -2,8 +2,9 @@
 //!
 //! rustc compiles Rust to PTX with its `nvptx64-nvidia-cuda` backend, which needs a nightly (`-Zbuild-std`).
 //! The crate that embeds the kernels should not: so its build script runs a nested `cargo` of a pinned
-//! nightly through rustup (installing it when missing), once per PTX arch and in parallel, then assembles
-//! the PTX into cubins with `ptxas` when there is one, and writes a file that `include!`s them all.
+//! nightly through rustup (installing it when missing), once per PTX arch (as many at once as there are
+//! cores), then assembles the PTX into cubins with `ptxas` when there is one, and writes a file that
+//! `include!`s them all.
 //!
 //! ```no_run
 //! // build.rs of the crate that launches the kernels
@@ -33,8 +34,10 @@ mod toolchain;
 
 use std::env;
 use std::fmt::Write as _;
+use std::fs::File;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 pub use error::Error;
 use error::io;
@@ -193,7 +196,7 @@ impl Builder {
             .unwrap_or_else(|| NIGHTLY.to_owned())
     }
 
-    /// Builds: PTX for sm_75, sm_80, sm_90 (three nested builds in parallel), and with ptxas, cubins for
+    /// Builds: PTX for sm_75, sm_80, sm_90 (nested builds, as many at once as the machine has cores), and with ptxas, cubins for
     /// sm_75, sm_80, sm_90, sm_100 (from the sm_90 PTX), sm_120 (from sm_90 PTX), warning once
     /// (cargo:warning) when ptxas is missing. Writes into OUT_DIR: `<lib_name>-sm<arch>.cubin` files,
     /// `<lib_name>-sm90.ptx` (NUL-terminated: the driver takes NUL-terminated PTX; without ptxas, the PTX
@@ -279,9 +282,21 @@ impl Builder {
         let installed = toolchain::ensure_toolchain(&channel)?;
         toolchain::say_installed(out_dir, &channel, &installed);
         let root = self.nested_target_root(out_dir, &lib);
-        let mut children = Vec::new();
-        for &arch in archs {
+        // As many nested builds at once as the machine has cores, not one per arch: each LTO build of the
+        // kernel crate peaks at 4–6 GB, and a workspace with two kernel crates (the library's and
+        // `examples/custom-op`'s) runs two build scripts side by side; six builds at once on two cores
+        // and 23 GB ran out of memory and the kernel was killed (2026-12-07). The next starts as one
+        // ends, so the cores stay busy; each build's output goes to files beside its target, which no
+        // pipe's limit can stall while the others are waited on.
+        let width = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spawn = |arch: u32| -> Result<(u32, PathBuf, Child), Error> {
             let target_dir = root.join(format!("sm{arch}"));
+            std::fs::create_dir_all(&target_dir)
+                .map_err(io(format!("create {}", target_dir.display())))?;
+            let log = |name: &str| {
+                let path = target_dir.join(name);
+                File::create(&path).map_err(io(format!("create {}", path.display())))
+            };
             let mut cmd = toolchain::nightly(&channel, "cargo");
             cmd.current_dir(&self.crate_path)
                 .args(["rustc", "--release", "--lib", "--crate-type", "cdylib"])
@@ -301,26 +316,59 @@ impl Builder {
                 format!("-Ctarget-cpu=sm_{arch}\x1f-Ctarget-feature=+ptx78"),
             )
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdout(log("build-stdout.txt")?)
+            .stderr(log("build-stderr.txt")?);
             let child = cmd
                 .spawn()
                 .map_err(io(format!("run `rustup run {channel} cargo`")))?;
-            children.push((arch, target_dir, child));
+            Ok((arch, target_dir, child))
+        };
+        let mut waiting = archs.iter().copied();
+        let mut running = Vec::new();
+        // (arch, target, exit status): every build waited for before the first failure is reported, so
+        // that no nested cargo outlives this one.
+        let mut done = Vec::new();
+        let mut failed = None;
+        loop {
+            while running.len() < width && failed.is_none() {
+                let Some(arch) = waiting.next() else { break };
+                match spawn(arch) {
+                    Ok(child) => running.push(child),
+                    Err(e) => failed = Some(e),
+                }
+            }
+            if running.is_empty() {
+                break;
+            }
+            let mut i = 0;
+            while i < running.len() {
+                let status = match running[i].2.try_wait() {
+                    Ok(None) => {
+                        i += 1;
+                        continue;
+                    }
+                    Ok(Some(status)) => Ok(status),
+                    Err(e) => Err(e),
+                };
+                let (arch, dir, _) = running.swap_remove(i);
+                done.push((arch, dir, status));
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        // Wait for every build before reporting the first failure: no nested cargo outlives this one.
-        let done: Vec<_> = children
-            .into_iter()
-            .map(|(arch, dir, child)| (arch, dir, child.wait_with_output()))
-            .collect();
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        // In the order of `archs`.
+        done.sort_by_key(|(arch, _, _)| archs.iter().position(|a| a == arch));
         let mut ptx = Vec::new();
-        for (arch, dir, output) in done {
-            let output = output.map_err(io("wait for the kernel build"))?;
-            if !output.status.success() {
+        for (arch, dir, status) in done {
+            let status = status.map_err(io("wait for the kernel build"))?;
+            if !status.success() {
+                let stderr = std::fs::read(dir.join("build-stderr.txt")).unwrap_or_default();
                 return Err(Error::Compile {
                     crate_path: self.crate_path.clone(),
                     arch,
-                    stderr: rustc_message(&String::from_utf8_lossy(&output.stderr)),
+                    stderr: rustc_message(&String::from_utf8_lossy(&stderr)),
                 });
             }
             let path = dir

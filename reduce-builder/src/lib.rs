@@ -196,9 +196,9 @@ impl Builder {
             .unwrap_or_else(|| NIGHTLY.to_owned())
     }
 
-    /// Builds: PTX for sm_75, sm_80, sm_90 (nested builds, as many at once as the machine has cores), and with ptxas, cubins for
-    /// sm_75, sm_80, sm_90, sm_100 (from the sm_90 PTX), sm_120 (from sm_90 PTX), warning once
-    /// (cargo:warning) when ptxas is missing. Writes into OUT_DIR: `<lib_name>-sm<arch>.cubin` files,
+    /// Builds: PTX for sm_75, sm_80, sm_90 (nested builds, as many at once as the machine has cores), and
+    /// with ptxas, cubins for sm_75, sm_80, sm_90, sm_100 (from the sm_90 PTX), sm_120 (from sm_90 PTX),
+    /// warning once (cargo:warning) when ptxas is missing. Writes into OUT_DIR: `<lib_name>-sm<arch>.cubin` files,
     /// `<lib_name>-sm90.ptx` (NUL-terminated: the driver takes NUL-terminated PTX; without ptxas, the PTX
     /// for all three archs), and `<lib_name>_images.rs`. Prints cargo:rerun-if-changed for the kernel
     /// crate's src/, Cargo.toml, rust-toolchain.toml (if any), and its path dependencies.

@@ -32,12 +32,12 @@ mod error;
 pub mod ptx;
 mod toolchain;
 
+use std::collections::VecDeque;
 use std::env;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 pub use error::Error;
 use error::io;
@@ -198,8 +198,8 @@ impl Builder {
 
     /// Builds: PTX for sm_75, sm_80, sm_90 (nested builds, as many at once as the machine has cores), and
     /// with ptxas, cubins for sm_75, sm_80, sm_90, sm_100 (from the sm_90 PTX), sm_120 (from sm_90 PTX),
-    /// warning once (cargo:warning) when ptxas is missing. Writes into OUT_DIR: `<lib_name>-sm<arch>.cubin` files,
-    /// `<lib_name>-sm90.ptx` (NUL-terminated: the driver takes NUL-terminated PTX; without ptxas, the PTX
+    /// warning once (cargo:warning) when ptxas is missing. Writes into OUT_DIR: `<lib_name>-sm<arch>.cubin`
+    /// files, `<lib_name>-sm90.ptx` (NUL-terminated: the driver takes NUL-terminated PTX; without ptxas, the PTX
     /// for all three archs), and `<lib_name>_images.rs`. Prints cargo:rerun-if-changed for the kernel
     /// crate's src/, Cargo.toml, rust-toolchain.toml (if any), and its path dependencies.
     ///
@@ -286,8 +286,8 @@ impl Builder {
         // kernel crate peaks at 4–6 GB, and a workspace with two kernel crates (the library's and
         // `examples/custom-op`'s) runs two build scripts side by side; six builds at once on two cores
         // and 23 GB ran out of memory and the kernel was killed (2026-12-07). The next starts as one
-        // ends, so the cores stay busy; each build's output goes to files beside its target, which no
-        // pipe's limit can stall while the others are waited on.
+        // ends; each build's output goes to files beside its target, which no pipe's limit can stall
+        // while another is waited on.
         let width = std::thread::available_parallelism().map_or(1, |n| n.get());
         let spawn = |arch: u32| -> Result<(u32, PathBuf, Child), Error> {
             let target_dir = root.join(format!("sm{arch}"));
@@ -323,43 +323,32 @@ impl Builder {
                 .map_err(io(format!("run `rustup run {channel} cargo`")))?;
             Ok((arch, target_dir, child))
         };
-        let mut waiting = archs.iter().copied();
-        let mut running = Vec::new();
+        // Oldest first: the builds take about as long as each other, and the results stay in `archs` order.
+        let mut running = VecDeque::new();
         // (arch, target, exit status): every build waited for before the first failure is reported, so
         // that no nested cargo outlives this one.
         let mut done = Vec::new();
         let mut failed = None;
-        loop {
-            while running.len() < width && failed.is_none() {
-                let Some(arch) = waiting.next() else { break };
-                match spawn(arch) {
-                    Ok(child) => running.push(child),
-                    Err(e) => failed = Some(e),
+        for &arch in archs {
+            if running.len() == width {
+                let (arch, dir, mut child): (u32, PathBuf, Child) =
+                    running.pop_front().expect("full");
+                done.push((arch, dir, child.wait()));
+            }
+            match spawn(arch) {
+                Ok(child) => running.push_back(child),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
                 }
             }
-            if running.is_empty() {
-                break;
-            }
-            let mut i = 0;
-            while i < running.len() {
-                let status = match running[i].2.try_wait() {
-                    Ok(None) => {
-                        i += 1;
-                        continue;
-                    }
-                    Ok(Some(status)) => Ok(status),
-                    Err(e) => Err(e),
-                };
-                let (arch, dir, _) = running.swap_remove(i);
-                done.push((arch, dir, status));
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        }
+        for (arch, dir, mut child) in running {
+            done.push((arch, dir, child.wait()));
         }
         if let Some(e) = failed {
             return Err(e);
         }
-        // In the order of `archs`.
-        done.sort_by_key(|(arch, _, _)| archs.iter().position(|a| a == arch));
         let mut ptx = Vec::new();
         for (arch, dir, status) in done {
             let status = status.map_err(io("wait for the kernel build"))?;

@@ -125,6 +125,15 @@ pub unsafe fn finish<T: TopKElement>(p: TopKParams<T>) {
     let mut prefix = (state!(p, prefix)[1] as u128) << 64 | state!(p, prefix)[0] as u128;
     let mut take_all = state!(p, take_all) != 0;
     let selected = state!(p, count);
+    // Entries inside the chosen bucket: the sieve's count of the first digit's.
+    let bucket = state!(p, bucket) as usize;
+    // SAFETY: a counter of the valid state (bucket < 2^first_bits ≤ FIRST_BUCKETS).
+    let mut inside_len = unsafe {
+        (&raw const (*p.state).sieved)
+            .cast::<u64>()
+            .add(bucket)
+            .read()
+    };
     // SAFETY: FINISH_SHARED bytes (caller): the block scan's slots, `choose`'s three words at 512, the
     // output's and the list's counters after them, the round's counters at SAMPLE_HEADER, then the list.
     let (words, counters, counts, list) = unsafe {
@@ -223,9 +232,17 @@ pub unsafe fn finish<T: TopKElement>(p: TopKParams<T>) {
         take_all = count == left;
         let chosen = chosen as u32;
         let copy = !listed_yet && !take_all && count <= FINISH_LIST as u64;
+        // Every entry inside is in the chosen bucket (ties, where the value's digits all agree): nothing
+        // to select or copy, and the next round reads the same entries.
+        let sweep = copy || take_all || above != 0 || count != inside_len;
+        inside_len = count;
+        let swept = Entries {
+            len: if sweep { from.len } else { 0 },
+            ..from
+        };
         // SAFETY: as the sweep above; the list holds FINISH_LIST ≥ count entries.
         unsafe {
-            each_entry(from, |key, index, valid| {
+            each_entry(swept, |key, index, valid| {
                 let c = composite(key, index, ib);
                 let inside = valid && same_above(c, prefix, shift);
                 let d = digit(c, below, width);

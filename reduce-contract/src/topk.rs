@@ -34,8 +34,8 @@
 //!    key, the select jumps to the index's digits at once: ties cost a pass over the few candidates, not
 //!    over the input. A bucket too large for the buffer is refined by reading the input again.
 //! 4. Where the sieve's buffer is short ([`finishes`], at most [`FINISH_MOST`] pairs), `finish` goes
-//!    after the first `pick` instead: one block selects the rest of the k from the buffer, digit by digit
-//!    with no launch between (the chosen bucket's entries in shared memory once they fit), and the later
+//!    right after the sieve instead: one block selects the k from the buffer, digit by digit with no
+//!    launch between (the chosen bucket's entries in shared memory once they fit), and the histogram,
 //!    `pick`s and `level`s return at once.
 //!
 //! The k selected pairs are then sorted: one block for at most [`SORT_TILE`], block-sorted runs merged
@@ -197,7 +197,7 @@ pub const FINISH_LIST: u32 = 4096;
 /// [`FINISH_LIST`] keys and as many indices.
 pub const FINISH_SHARED: u32 = SAMPLE_HEADER + 4 * BUCKETS as u32 + 16 * FINISH_LIST;
 
-/// Whether a sampled select of `k` among `n` runs `finish` after its first `pick`: where the sieve's
+/// Whether a sampled select of `k` among `n` runs `finish` after the sieve: where the sieve's
 /// buffer is expected to hold at most half of [`FINISH_MOST`] (the device checks the count it got).
 pub const fn finishes(n: u64, k: u64) -> bool {
     samples(n, k) && sample_target(n, k).saturating_mul(n / SAMPLE) <= FINISH_MOST / 2

@@ -1,15 +1,16 @@
-//! [`finish`]: where the sieve's buffer is short, one block selects the rest of the k from it, every digit
-//! in turn, in place of a `level` and a `pick` per digit, each a launch that waits for the one before.
+//! [`finish`]: where the sieve's buffer is short, one block selects the k from it, every digit in turn, in
+//! place of the first `pick` (over the first digit's 32768 counters) and a `level` and a `pick` per digit
+//! after it, each a launch that waits for the one before.
 
 use reduce_contract::params::TopKParams;
 use reduce_contract::topk::{
     BUCKETS, DIGIT_BITS, FINISH_LIST, FINISH_MOST, RUNNING, SAMPLE_HEADER, SELECTED, TopKElement,
-    composite, digit, same_above,
+    sieve_holds,
 };
 
 use super::buffers::buffer;
 use super::pick::choose;
-use super::{tally, zero_shared};
+use super::{key_bits, tally, zero_shared};
 use crate::arch::{self, block_dim, lane_id, thread_idx};
 use crate::shuffle::shfl_idx;
 use crate::warp::{self, FULL_MASK};
@@ -98,42 +99,105 @@ unsafe fn append(
     }
 }
 
-/// After the first `pick` of a sampled select, where the sieve held and buffered at most [`FINISH_MOST`]
-/// pairs (buffer 0): selects the rest of the k from them, as the `level`s and `pick`s would, and marks the
-/// select done, so that they return at once. Each round counts the chosen bucket's entries by their next
-/// digit (11 bits of the composite key) in shared memory, finds the bucket of the k-th, and selects what
-/// lies above it; the first round also selects what lies above the first digit's bucket. The chosen
-/// bucket's entries go to shared memory once they fit ([`FINISH_LIST`]), and later rounds read them there.
-/// One block of whole warps; it steps aside (returns at once) wherever its rules do not hold.
+/// A composite key ([`reduce_contract::topk::composite`]: the value key above the inverted index) in the
+/// narrowest integer that holds it: `u64` where the value key and the index bits fit (4-byte keys of up to
+/// 2^32 elements), which takes a third of `u128`'s instructions per shift and compare, and `finish` is
+/// bound by its instructions.
+trait Composite: Copy {
+    /// No digit chosen.
+    const ZERO: Self;
+    /// The composite key of `(key, index)` with `index_bits` index bits.
+    fn of(key: u64, index: u64, index_bits: u32) -> Self;
+    /// The `width`-bit digit whose lowest bit is bit `shift`.
+    fn digit(self, shift: u32, width: u32) -> u32;
+    /// Whether `self` equals `prefix` in every bit from `top` up.
+    fn same_above(self, prefix: Self, top: u32) -> bool;
+    /// `self` with digit `d` put in at bit `shift` (where `self` is zero).
+    fn with(self, d: u32, shift: u32) -> Self;
+}
+
+impl Composite for u128 {
+    const ZERO: Self = 0;
+    #[inline(always)]
+    fn of(key: u64, index: u64, index_bits: u32) -> Self {
+        reduce_contract::topk::composite(key, index, index_bits)
+    }
+    #[inline(always)]
+    fn digit(self, shift: u32, width: u32) -> u32 {
+        reduce_contract::topk::digit(self, shift, width)
+    }
+    #[inline(always)]
+    fn same_above(self, prefix: Self, top: u32) -> bool {
+        reduce_contract::topk::same_above(self, prefix, top)
+    }
+    #[inline(always)]
+    fn with(self, d: u32, shift: u32) -> Self {
+        self | (d as u128) << (shift & 127)
+    }
+}
+
+impl Composite for u64 {
+    const ZERO: Self = 0;
+    #[inline(always)]
+    fn of(key: u64, index: u64, index_bits: u32) -> Self {
+        // index_bits < 64 here: a key of at least 8 bits fits beside them.
+        key << (index_bits & 63) | (!index & ((1u64 << (index_bits & 63)) - 1))
+    }
+    #[inline(always)]
+    fn digit(self, shift: u32, width: u32) -> u32 {
+        ((self >> (shift & 63)) & ((1u64 << (width & 63)) - 1)) as u32
+    }
+    #[inline(always)]
+    fn same_above(self, prefix: Self, top: u32) -> bool {
+        top >= 64 || (self >> top) == (prefix >> top)
+    }
+    #[inline(always)]
+    fn with(self, d: u32, shift: u32) -> Self {
+        self | (d as u64) << (shift & 63)
+    }
+}
+
+/// Right after the sieve, where it held and buffered at most [`FINISH_MOST`] pairs (buffer 0), and not
+/// every key is equal: selects the k from them, as the `pick`s and `level`s would, and marks the select
+/// done, so that they (and the first histogram) return at once. Each round counts the chosen bucket's
+/// entries by their next digit (11 bits of the composite key, from the top) in shared memory, finds the
+/// bucket of the k-th, and selects what lies above it; a round whose entries all fall in one bucket (the
+/// top bits of the best values, ties) selects nothing and does not read them again. The chosen bucket's
+/// entries go to shared memory once they fit ([`FINISH_LIST`]), and later rounds read them there. One
+/// block of whole warps; it steps aside (returns at once) wherever its rules do not hold.
 ///
 /// # Safety
-/// The state as the first `pick` left it; the candidate buffers and output pairs valid (`p.capacity`,
-/// `p.k`); one block with [`FINISH_SHARED`](reduce_contract::topk::FINISH_SHARED) bytes of dynamic shared
-/// memory.
+/// The state as the sieve left it; the candidate buffers and output pairs valid (`p.capacity`, `p.k`);
+/// one block with [`FINISH_SHARED`](reduce_contract::topk::FINISH_SHARED) bytes of dynamic shared memory.
 #[inline(always)]
 pub unsafe fn finish<T: TopKElement>(p: TopKParams<T>) {
-    // Uniform across the block: the first `pick` chose a bucket of the sieve's buffer.
-    if state!(p, done) != RUNNING || state!(p, source) != 1 {
-        return;
-    }
+    // Uniform across the block.
     let len = state!(p, candidates)[0];
-    if len > FINISH_MOST {
+    if state!(p, done) != RUNNING
+        || !sieve_holds(state!(p, sampled), len, p.k, p.n, p.capacity)
+        || len > FINISH_MOST
+        || state!(p, mixed) == 0
+    {
         return;
     }
+    let bits = key_bits::<T>() + p.index_bits;
+    // SAFETY: forwarded (the caller's).
+    unsafe {
+        if bits <= 64 {
+            rounds::<T, u64>(&p, len, bits)
+        } else {
+            rounds::<T, u128>(&p, len, bits)
+        }
+    }
+}
+
+/// [`finish`]'s rounds over `len` buffered pairs, with composite keys of `bits` bits in `C`.
+///
+/// # Safety
+/// As [`finish`], whose rules hold; `bits` fit in `C`.
+#[inline(always)]
+unsafe fn rounds<T: TopKElement, C: Composite>(p: &TopKParams<T>, len: u64, bits: u32) {
     let ib = p.index_bits;
-    let (mut shift, mut left) = (state!(p, shift), state!(p, remaining));
-    let mut prefix = (state!(p, prefix)[1] as u128) << 64 | state!(p, prefix)[0] as u128;
-    let mut take_all = state!(p, take_all) != 0;
-    let selected = state!(p, count);
-    // Entries inside the chosen bucket: the sieve's count of the first digit's.
-    let bucket = state!(p, bucket) as usize;
-    // SAFETY: a counter of the valid state (bucket < 2^first_bits ≤ FIRST_BUCKETS).
-    let mut inside_len = unsafe {
-        (&raw const (*p.state).sieved)
-            .cast::<u64>()
-            .add(bucket)
-            .read()
-    };
     // SAFETY: FINISH_SHARED bytes (caller): the block scan's slots, `choose`'s three words at 512, the
     // output's and the list's counters after them, the round's counters at SAMPLE_HEADER, then the list.
     let (words, counters, counts, list) = unsafe {
@@ -155,41 +219,23 @@ pub unsafe fn finish<T: TopKElement>(p: TopKParams<T>) {
         )
     };
     if thread_idx() == 0 {
-        // SAFETY: the two counters, one writer; the barrier below (or `zero_shared`'s) orders it.
+        // SAFETY: the two counters, one writer; the first round's `zero_shared` barrier orders it.
         unsafe {
             counters.write(0);
             counters.add(1).write(0);
         }
     }
-    // SAFETY: every thread reaches it: the counters are zero before any append.
-    unsafe { arch::sync_threads() };
     let out = (p.keys, p.indices);
     // SAFETY: the list's keys, then its indices, inside FINISH_SHARED.
     let list = (list, unsafe { list.add(FINISH_LIST as usize) });
-    let (keys, indices) = buffer(&p, 0);
+    let (keys, indices) = buffer(p, 0);
     let mut from = Entries { keys, indices, len };
+    // The digits chosen so far (zero below `shift`), the k still wanted, and the entries inside.
+    let (mut prefix, mut shift, mut left, mut inside_len) = (C::ZERO, bits, p.k, len);
     let mut listed_yet = false;
-    if take_all {
-        // The first digit's bucket holds exactly the rest: it and everything above it.
-        // SAFETY: the buffer's `len` entries; whole warps; the output holds k ≥ every selected.
-        unsafe {
-            each_entry(from, |key, index, valid| {
-                let c = composite(key, index, ib);
-                append(
-                    outputs,
-                    out,
-                    selected,
-                    p.k,
-                    valid && c >= prefix,
-                    key,
-                    index,
-                );
-            })
-        };
-    }
-    let mut first = true;
-    // Uniform: every thread computes the same rounds from the same words.
-    while !take_all && shift > 0 {
+    // Uniform: every thread computes the same rounds from the same words. Composite keys all differ, so
+    // the chosen bucket holds exactly what is wanted by the last digit at the latest.
+    loop {
         let width = DIGIT_BITS.min(shift);
         let below = shift - width;
         // SAFETY: `1 << width ≤ BUCKETS` counters; the whole block; the last round's reads of them and
@@ -199,21 +245,12 @@ pub unsafe fn finish<T: TopKElement>(p: TopKParams<T>) {
         // warps; digits of `width` bits index the counters.
         unsafe {
             each_entry(from, |key, index, valid| {
-                let c = composite(key, index, ib);
-                let inside = valid && same_above(c, prefix, shift);
-                tally(window, digit(c, below, width), inside);
-                if first {
-                    // What lies above the first digit's bucket (the prefix is zero below it).
-                    append(
-                        outputs,
-                        out,
-                        selected,
-                        p.k,
-                        valid && !inside && c > prefix,
-                        key,
-                        index,
-                    );
-                }
+                let c = C::of(key, index, ib);
+                tally(
+                    window,
+                    c.digit(below, width),
+                    valid && c.same_above(prefix, shift),
+                );
             })
         };
         // SAFETY: the whole block; the counts as tallied above; the words of the last round read before
@@ -224,18 +261,18 @@ pub unsafe fn finish<T: TopKElement>(p: TopKParams<T>) {
                 counts.add(b).read() as u64
             })
         };
-        // The chosen bucket holds at least `left` entries, so the counts reach it; never taken.
+        // The chosen bucket's entries number at least `left`, so the counts reach it; never taken.
         if chosen == u64::MAX {
             return;
         }
-        left -= above;
-        take_all = count == left;
         let chosen = chosen as u32;
+        left -= above;
+        // (The last digit's bucket is one key: `count == left`; `below == 0` only ends the loop.)
+        let take_all = count == left || below == 0;
         let copy = !listed_yet && !take_all && count <= FINISH_LIST as u64;
-        // Every entry inside is in the chosen bucket (ties, where the value's digits all agree): nothing
-        // to select or copy, and the next round reads the same entries.
+        // Every entry inside is in the chosen bucket: nothing to select or copy, and the next round
+        // reads the same entries.
         let sweep = copy || take_all || above != 0 || count != inside_len;
-        inside_len = count;
         let swept = Entries {
             len: if sweep { from.len } else { 0 },
             ..from
@@ -243,11 +280,11 @@ pub unsafe fn finish<T: TopKElement>(p: TopKParams<T>) {
         // SAFETY: as the sweep above; the list holds FINISH_LIST ≥ count entries.
         unsafe {
             each_entry(swept, |key, index, valid| {
-                let c = composite(key, index, ib);
-                let inside = valid && same_above(c, prefix, shift);
-                let d = digit(c, below, width);
+                let c = C::of(key, index, ib);
+                let inside = valid && c.same_above(prefix, shift);
+                let d = c.digit(below, width);
                 let select = inside && (d > chosen || (take_all && d == chosen));
-                append(outputs, out, selected, p.k, select, key, index);
+                append(outputs, out, 0, p.k, select, key, index);
                 if copy {
                     append(
                         listed,
@@ -261,9 +298,11 @@ pub unsafe fn finish<T: TopKElement>(p: TopKParams<T>) {
                 }
             })
         };
-        prefix |= (chosen as u128) << below;
-        shift = below;
-        first = false;
+        if take_all {
+            break;
+        }
+        prefix = prefix.with(chosen, below);
+        (shift, inside_len) = (below, count);
         if copy {
             // SAFETY: every thread reaches it: the list is written before the next round reads it.
             unsafe { arch::sync_threads() };
@@ -280,7 +319,7 @@ pub unsafe fn finish<T: TopKElement>(p: TopKParams<T>) {
     if thread_idx() == 0 {
         // SAFETY: the output counter, written before the barrier above.
         let added = unsafe { counters.read() } as u64;
-        set_state!(p, count, selected + added);
+        set_state!(p, count, added);
         set_state!(p, done, SELECTED);
     }
 }

@@ -12,8 +12,8 @@
 //!   sieve's buffer holds the candidates): one pass over the input or a candidate buffer (`pass::Pass`):
 //!   selects what lies above the chosen bucket, counts the chosen bucket's entries by their next digit
 //!   (and their index's top digit), and copies them to the other buffer.
-//! - [`finish`]: after the first `pick` where the sieve's buffer is short, one block selects the rest of
-//!   the k from it, and the later passes return at once.
+//! - [`finish`]: after the sieve where its buffer is short, one block selects the k from it, and the
+//!   later passes return at once.
 //! - [`fill`]: the answer when every key is equal, the first k elements.
 //! - [`sort`] (k ≤ [`SORT_TILE`](reduce_contract::topk::SORT_TILE)): one block sorts the selected pairs in
 //!   shared memory and writes the results; [`sort_block`], [`merge`] and [`gather`] for larger k: sorted

@@ -229,8 +229,8 @@ keys! {
         /// As `Split`, after a later digit: reading a candidate buffer (or the input again); after the
         /// first digit, when the sieve's buffer holds the candidates.
         Level = "level",
-        /// One block, after the first `Pick` where the sieve's buffer is short: selects the rest of the k
-        /// from it, every digit in turn, so that the later passes return at once.
+        /// One block, after `Sieve` where its buffer is short: selects the k from it, every digit in turn,
+        /// so that the later passes return at once.
         Finish = "finish",
         /// Writes the first k elements: every key is equal.
         Fill = "fill",

@@ -182,7 +182,7 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
         block: topk::SAMPLE_THREADS,
         ..one_block(topk::SAMPLE_SHARED)
     };
-    // `finish` after the first `pick` where the sieve's buffer is expected short, on a device with its
+    // `finish` after the sieve where its buffer is expected short, on a device with its
     // shared memory; its block as wide as its registers allow (it loops over the block: any size serves).
     let finishing = sampling
         && topk::finishes(input.len, k)
@@ -249,16 +249,17 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
             if sampling {
                 launch(TopKPass::Sample, sampler, params)?;
                 launch(TopKPass::Sieve, sieving, params)?;
+                if let Some(finisher) = finisher {
+                    launch(TopKPass::Finish, finisher, params)?;
+                }
             }
             // Each pass returns at once where the state says another did its work: the histogram and
-            // `split` after a sieve that holds, the first `level` after one that does not.
+            // `split` after a sieve that holds, the first `level` after one that does not, every `pick`
+            // and `level` after a `finish` that selected.
             launch(TopKPass::Histogram, counting, params)?;
             for level in 0..levels {
                 let p = TopKParams { level, ..params };
                 launch(TopKPass::Pick, picking, p)?;
-                if let (0, Some(finisher)) = (level, finisher) {
-                    launch(TopKPass::Finish, finisher, p)?;
-                }
                 if level == 0 {
                     launch(TopKPass::Split, leveling, p)?;
                 }

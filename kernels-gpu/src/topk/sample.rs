@@ -9,7 +9,7 @@ use reduce_contract::topk::{
 };
 
 use super::buffers::{Pending, Stage, buffer, candidates, warp_areas};
-use super::pick::locate;
+use super::pick::choose;
 use super::{
     each_key, element, first_width, flush_shared, key_bits, tally, top_digit, zero_shared,
 };
@@ -82,31 +82,6 @@ pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
     let window = unsafe { arch::shared_window(counts) };
     // SAFETY: the counters as zeroed and filled below, at most `1 << DIGIT_BITS` of them.
     let read = |b: usize| unsafe { counts.add(b).read() } as u64;
-    // Finds the bucket of `wanted` among `buckets` counters and gives the whole block its
-    // `(bucket, above, count)`; `u64::MAX` as the bucket where the counts do not reach `wanted`.
-    let choose = |buckets: usize, wanted: u64| {
-        let carry = |b: usize, above: u64, count: u64| {
-            // SAFETY: the three words, one writer.
-            unsafe {
-                words.write(b as u64);
-                words.add(1).write(above);
-                words.add(2).write(count);
-            }
-        };
-        // SAFETY: the whole block calls `choose`: the barriers order the counts before `locate`
-        // reads them, and the words' writes before the block reads them; thread 0's mark goes before
-        // the first barrier, and every thread has read the words before the next call's mark (the
-        // counts are zeroed and filled, with barriers, between two calls).
-        unsafe {
-            if thread_idx() == 0 {
-                words.write(u64::MAX);
-            }
-            arch::sync_threads();
-            locate(buckets, wanted, read, carry);
-            arch::sync_threads();
-            (words.read(), words.add(1).read(), words.add(2).read())
-        }
-    };
     // This thread's sampled keys, `t, t + SAMPLE_THREADS, …`, every load issued before the first count
     // (unrolled: the array is registers), each kept as its top 32 bits (`short`): all of a key of up to 4
     // bytes, and both digits of an 8-byte one (sixteen whole 8-byte keys took the kernel to 128
@@ -143,7 +118,10 @@ pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
             // SAFETY: the whole warp; a digit of `width` bits indexes the counters.
             unsafe { tally(window, digit, key >> (shift + width) == chosen) };
         });
-        let (digit, at, c) = choose(1 << width, target - above);
+        // SAFETY: the whole block; three words of their own; the counts filled above (`tally`'s shared
+        // atomics, ordered by `choose`'s first barrier); the last round's words read before `zero_shared`'s
+        // barrier.
+        let (digit, at, c) = unsafe { choose(words, 1 << width, target - above, read) };
         // Uniform across the block: the sample has fewer than `target` keys (only in the first round,
         // and not where `samples` holds).
         if digit == u64::MAX {

@@ -117,6 +117,13 @@ pub const fn capacity(n: u64) -> u64 {
 pub const SAMPLE_THREADS: u32 = 512;
 /// Elements `sample` reads ([`sample_position`]): 16 for each of its [`SAMPLE_THREADS`].
 pub const SAMPLE: u64 = 16 * SAMPLE_THREADS as u64;
+/// Blocks of `sample`: each reads `SAMPLE / SAMPLE_BLOCKS` elements (one a thread), and the last to
+/// finish chooses from all of them.
+pub const SAMPLE_BLOCKS: u32 = 16;
+const _: () = assert!(
+    SAMPLE.is_multiple_of(SAMPLE_BLOCKS as u64)
+        && SAMPLE / SAMPLE_BLOCKS as u64 >= SAMPLE_THREADS as u64
+);
 /// The smallest input that can be sampled (the host's `REDUCE_HOST_TOPK_SAMPLE=1` samples from here, for
 /// the tests): the sample's positions are spread over at least 128 elements each.
 pub const SAMPLE_MIN: u64 = 1 << 20;
@@ -402,6 +409,8 @@ pub struct State {
     pub done: u32,
     /// The width of the digit below the chosen one, which `level` counts into `next`.
     pub next_width: u32,
+    /// `sample`'s blocks that have written their share of the sample.
+    pub arrived: u32,
     /// The first digit's counts.
     pub first: [u64; FIRST_BUCKETS],
     /// The chosen bucket's entries, by the digit below the chosen one.

@@ -179,6 +179,7 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
         ..one_block(SMEM_BYTES)
     };
     let sampler = Launch {
+        grid: topk::SAMPLE_BLOCKS,
         block: topk::SAMPLE_THREADS,
         ..one_block(topk::SAMPLE_SHARED)
     };

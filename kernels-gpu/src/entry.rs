@@ -342,7 +342,7 @@ macro_rules! topk_kernels {
         mod ${concat(topk_, $ty)} {
             use super::*;
             type Params = reduce_contract::params::TopKParams<elem::$ty>;
-            topk_passes!($ty: sample sieve histogram pick split level fill sort sort_block merge gather);
+            topk_passes!($ty: sample sieve histogram pick split level finish fill sort sort_block merge gather);
         }
     )*};
 }

@@ -33,6 +33,10 @@
 //!    bucket holds exactly the number still wanted (`take_all`). When a bucket's entries all have one value
 //!    key, the select jumps to the index's digits at once: ties cost a pass over the few candidates, not
 //!    over the input. A bucket too large for the buffer is refined by reading the input again.
+//! 4. Where the sieve's buffer is short ([`finishes`], at most [`FINISH_MOST`] pairs), `finish` goes
+//!    right after the sieve instead: one block selects the k from the buffer, digit by digit with no
+//!    launch between (the chosen bucket's entries in shared memory once they fit), and the histogram,
+//!    `pick`s and `level`s return at once.
 //!
 //! The k selected pairs are then sorted: one block for at most [`SORT_TILE`], block-sorted runs merged
 //! beyond that.
@@ -113,6 +117,13 @@ pub const fn capacity(n: u64) -> u64 {
 pub const SAMPLE_THREADS: u32 = 512;
 /// Elements `sample` reads ([`sample_position`]): 16 for each of its [`SAMPLE_THREADS`].
 pub const SAMPLE: u64 = 16 * SAMPLE_THREADS as u64;
+/// Blocks of `sample`: each reads `SAMPLE / SAMPLE_BLOCKS` elements (one a thread), and the last to
+/// finish chooses from all of them.
+pub const SAMPLE_BLOCKS: u32 = 16;
+const _: () = assert!(
+    SAMPLE.is_multiple_of(SAMPLE_BLOCKS as u64)
+        && SAMPLE / SAMPLE_BLOCKS as u64 >= SAMPLE_THREADS as u64
+);
 /// The smallest input that can be sampled (the host's `REDUCE_HOST_TOPK_SAMPLE=1` samples from here, for
 /// the tests): the sample's positions are spread over at least 128 elements each.
 pub const SAMPLE_MIN: u64 = 1 << 20;
@@ -136,15 +147,25 @@ const _: () = assert!(4 * BUCKETS >= 1536);
 pub const SAMPLE_MOST: u64 = SAMPLE / 32;
 
 /// The rank among the sampled elements (1 = the greatest) whose value key `sample` chooses for `n`
-/// elements and `k` wanted: the about `k · SAMPLE / n` expected at or above the k-th element (one sample
-/// a stride of `n / SAMPLE`), four standard deviations more and 16, so that a key with fewer than k
-/// elements of the input at or above it is rare. `u64::MAX` below `SAMPLE` elements.
+/// elements and `k` wanted: λ = k · SAMPLE / n of them are expected at or above the k-th element (one
+/// sample a stride of `n / SAMPLE`), and the rank is ⌈λ + 4√λ⌉ + 4, four standard deviations more and 4, so
+/// that a key with fewer than k elements of the input at or above it is rare; λ counted in 256ths, rounded
+/// up. The sieve buffers about `rank · n / SAMPLE` elements, which [`finish`](FINISH_MOST) then selects
+/// from: for k = 64 of 2^24, 5 (10,000 buffered) where ⌈λ⌉ + 4√⌈λ⌉ + 16 gave 21 (43,000), and `finish`
+/// took 12 µs where it had taken 38 (ncu, H100, 2026-12-07, docs/PERFORMANCE.md). `u64::MAX` below
+/// `SAMPLE` elements or for k of 2^42 and more.
 pub const fn sample_target(n: u64, k: u64) -> u64 {
-    if n < SAMPLE {
+    if n < SAMPLE || k >= 1 << 42 {
         return u64::MAX;
     }
-    let expected = k.div_ceil(n / SAMPLE);
-    expected.saturating_add(4 * isqrt(expected) + 16)
+    // 256 · SAMPLE = 2^21; k < 2^42, so the shifted k fits.
+    let lambda = (k << 21).div_ceil(n);
+    let mut root = isqrt(lambda);
+    if root * root < lambda {
+        root += 1;
+    }
+    // 4√λ in 256ths: 4 · √(λ256 / 256) · 256 = 64 √λ256.
+    (lambda + 64 * root).div_ceil(256) + 4
 }
 
 /// ⌊√x⌋, a binary digit at a time. Not `u64::isqrt`: core's looks its first digits up in a table, a global
@@ -169,29 +190,41 @@ pub const fn samples(n: u64, k: u64) -> bool {
     n >= SAMPLE_MIN && sample_target(n, k) <= SAMPLE_MOST
 }
 
-/// Sampled elements read side by side: a run of 8 (a 32-byte sector of 4-byte elements), which 8 lanes of
-/// `sample`'s warps load together. Single elements cost the one-block `sample` a sector each, 8192 scattered
-/// loads in flight from one SM, which seemed to bound its time (the sampled path costs about 30 µs more
-/// than the histogram path on all-equal input on an H100, the sample most of it); runs need an eighth of
-/// the sectors, and with the shared bitonic sort took 1–4% off every sampled 2^24 row (H100, 2026-12-06).
-/// The runs are spread as single elements were (one per equal stride), so sorted input is sampled as evenly;
-/// elements of a run are not independent draws where neighbours are alike, which the target's margin (four
-/// standard deviations of independent draws) then covers less well, and a misjudged sample steps aside
-/// ([`sieve_holds`]).
-pub const SAMPLE_RUN: u64 = 8;
+/// The most pairs in the sieve's buffer for `finish` to select from: above it, `finish` steps aside and the
+/// `level` and `pick` passes select, which spread the work over every SM. `finish` is one block, bound by
+/// one SM's instructions (a count, a vote and a shared atomic per pair and digit): over 43,000 pairs it took
+/// 38 µs where the passes took about as much, and over 67,000 tied NaN (random bit patterns at 2^24) it
+/// took 40 µs more than they did (H100, 2026-12-07, docs/PERFORMANCE.md).
+pub const FINISH_MOST: u64 = 1 << 15;
+/// Entries of the chosen bucket that `finish` copies to shared memory, once a digit has narrowed them to
+/// this many; its later digits then read them there, not the buffer.
+pub const FINISH_LIST: u32 = 4096;
+/// Dynamic shared memory of `finish`: the [`SAMPLE_HEADER`] (the block scan's slots, the words that carry
+/// a round's choice to the block, two counters), a round's [`BUCKETS`] counters, then the
+/// [`FINISH_LIST`] keys and as many indices.
+pub const FINISH_SHARED: u32 = SAMPLE_HEADER + 4 * BUCKETS as u32 + 16 * FINISH_LIST;
 
-/// The position of sampled element `s` (`s < SAMPLE`) in `n ≥ SAMPLE` elements: element `s % SAMPLE_RUN`
-/// of run `s / SAMPLE_RUN`, one run in each of `SAMPLE / SAMPLE_RUN` equal strides at a hashed place inside
-/// it, so that sorted input is sampled evenly and periodic input is not sampled at one phase. Increasing
-/// in `s`, and below `n`.
+/// Whether a sampled select of `k` among `n` runs `finish` after the sieve: where the sieve's
+/// buffer is expected to hold at most half of [`FINISH_MOST`] (the device checks the count it got).
+pub const fn finishes(n: u64, k: u64) -> bool {
+    samples(n, k) && sample_target(n, k).saturating_mul(n / SAMPLE) <= FINISH_MOST / 2
+}
+
+/// The position of sampled element `s` (`s < SAMPLE`) in `n ≥ SAMPLE` elements: one in each of `SAMPLE`
+/// equal strides, at a hashed place inside it, so that sorted input is sampled evenly and periodic input
+/// is not sampled at one phase. Increasing in `s`, and below `n`.
+///
+/// Single elements, not runs of neighbours: runs of 8 (a 32-byte sector of 4-byte elements) cost the
+/// one-block `sample` an eighth of the sectors and took 1–4 % off the sampled rows at 2^24, but on sorted
+/// or all-equal input a run is one draw, not eight, and with the tighter [`sample_target`] the sample
+/// misjudged descending input (k = 64 of 2^21: the sieve took 7), which then paid the histogram's read
+/// (H100, 2026-12-07).
 #[inline(always)]
 pub const fn sample_position(s: u64, n: u64) -> u64 {
-    let stride = n / (SAMPLE / SAMPLE_RUN);
-    let (run, j) = (s / SAMPLE_RUN, s % SAMPLE_RUN);
-    // A 32-bit multiplicative hash of the run (Knuth's constant), scaled into the places where a whole
-    // run fits in the stride (stride ≥ SAMPLE_RUN as n ≥ SAMPLE).
-    let hash = (run as u32).wrapping_mul(0x9e37_79b1) as u128;
-    run * stride + ((hash * (stride - SAMPLE_RUN + 1) as u128) >> 32) as u64 + j
+    let stride = n / SAMPLE;
+    // A 32-bit multiplicative hash of the stride's number (Knuth's constant), scaled into the stride.
+    let hash = (s as u32).wrapping_mul(0x9e37_79b1) as u128;
+    s * stride + ((hash * stride as u128) >> 32) as u64
 }
 
 /// Threads of a per-segment top-k block: also the buckets of its 8-bit radix digits.
@@ -376,6 +409,8 @@ pub struct State {
     pub done: u32,
     /// The width of the digit below the chosen one, which `level` counts into `next`.
     pub next_width: u32,
+    /// `sample`'s blocks that have written their share of the sample.
+    pub arrived: u32,
     /// The first digit's counts.
     pub first: [u64; FIRST_BUCKETS],
     /// The chosen bucket's entries, by the digit below the chosen one.
@@ -588,9 +623,15 @@ mod tests {
 
     #[test]
     fn samples_bound_the_kth_composite_key_on_smooth_and_tied_data() {
-        assert_eq!(sample_target(1 << 28, 1), 1 + 4 + 16);
-        assert_eq!(sample_target(1 << 24, 65536), 32 + 20 + 16);
+        assert_eq!(sample_target(1 << 28, 1), 1 + 4);
+        assert_eq!(sample_target(1 << 24, 64), 1 + 4);
+        assert_eq!(sample_target(1 << 24, 1024), 4 + 4);
+        assert_eq!(sample_target(1 << 24, 65536), 55 + 4);
+        assert_eq!(sample_target(1 << 20, 64), 4 + 4);
+        assert_eq!(sample_target(SAMPLE, 1 << 42), u64::MAX);
         assert!(samples(1 << 28, 1 << 20) && !samples(1 << 28, 1 << 24));
+        assert!(finishes(1 << 24, 1) && finishes(1 << 24, 1024) && !finishes(1 << 24, 4096));
+        assert!(!finishes(1 << 28, 1) && finishes(1 << 20, 64));
         assert!(!samples(SAMPLE_MIN - 1, 1) && !samples(u64::MAX, u64::MAX));
         for n in [SAMPLE, SAMPLE_MIN + 12345, 1 << 34] {
             let positions: Vec<u64> = (0..SAMPLE).map(|s| sample_position(s, n)).collect();

@@ -12,6 +12,8 @@
 //!   sieve's buffer holds the candidates): one pass over the input or a candidate buffer (`pass::Pass`):
 //!   selects what lies above the chosen bucket, counts the chosen bucket's entries by their next digit
 //!   (and their index's top digit), and copies them to the other buffer.
+//! - [`finish`]: after the sieve where its buffer is short, one block selects the k from it, and the
+//!   later passes return at once.
 //! - [`fill`]: the answer when every key is equal, the first k elements.
 //! - [`sort`] (k ≤ [`SORT_TILE`](reduce_contract::topk::SORT_TILE)): one block sorts the selected pairs in
 //!   shared memory and writes the results; [`sort_block`], [`merge`] and [`gather`] for larger k: sorted
@@ -44,12 +46,14 @@ macro_rules! set_state {
 
 // The passes, a file each; declared after the state macros above, which they use.
 mod buffers;
+mod finish;
 mod histogram;
 mod pass;
 mod pick;
 mod sample;
 mod sort;
 
+pub use finish::finish;
 pub use histogram::histogram;
 pub use pass::{level, split};
 pub use pick::pick;

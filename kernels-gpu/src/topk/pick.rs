@@ -91,6 +91,43 @@ pub(super) unsafe fn locate(
 /// The loads [`locate`] issues together.
 const LOCATE_BATCH: usize = 8;
 
+/// [`locate`] for the whole block: the `(bucket, above, count)` where the counts from the top of `buckets`
+/// counters (`read(b)`) reach `wanted`, given to every thread through the three shared `words`; the
+/// bucket `u64::MAX` where they do not reach it. The one-block kernels' loop of rounds (`sample`,
+/// `finish`) calls it once a round.
+///
+/// # Safety
+/// As [`locate`]; `words` three `u64`s of shared memory only `choose` uses; the counters complete before
+/// the call in every thread's view but for this block's writes, which its first barrier orders; every
+/// thread has read the last call's words before this call (a barrier between two calls).
+#[inline(always)]
+pub(super) unsafe fn choose(
+    words: *mut u64,
+    buckets: usize,
+    wanted: u64,
+    read: impl Fn(usize) -> u64,
+) -> (u64, u64, u64) {
+    let carry = |b: usize, above: u64, count: u64| {
+        // SAFETY: the three words, one writer (`locate`'s one thread).
+        unsafe {
+            words.write(b as u64);
+            words.add(1).write(above);
+            words.add(2).write(count);
+        }
+    };
+    // SAFETY: the whole block (caller): the barriers order the counts before `locate` reads them, and the
+    // words' writes before the block reads them; thread 0's mark goes before the first barrier.
+    unsafe {
+        if thread_idx() == 0 {
+            words.write(u64::MAX);
+        }
+        arch::sync_threads();
+        locate(buckets, wanted, read, carry);
+        arch::sync_threads();
+        (words.read(), words.add(1).read(), words.add(2).read())
+    }
+}
+
 /// Finds the bucket of the level's digit in which the k-th greatest composite key lies, extends the
 /// prefix with it, decides where the level's pass reads and whether it buffers, and zeroes the counts
 /// that pass fills. One block. (Its reads of the state wait one after another, at each early return;

@@ -9,11 +9,11 @@ use reduce_contract::topk::{
 };
 
 use super::buffers::{Pending, Stage, buffer, candidates, warp_areas};
-use super::pick::locate;
+use super::pick::choose;
 use super::{
     each_key, element, first_width, flush_shared, key_bits, tally, top_digit, zero_shared,
 };
-use crate::arch::{self, lane_id, thread_idx};
+use crate::arch::{self, block_idx, grid_dim, lane_id, thread_idx};
 use crate::thread::Vectorize;
 use crate::tile::Tile;
 use crate::warp::{self, FULL_MASK};
@@ -61,11 +61,13 @@ unsafe fn sampled_key<T: TopKElement>(p: &TopKParams<T>, s: u64) -> u64 {
 /// - otherwise (a narrow band of distinct values, or ties of 8-byte keys, which the short keys kept
 ///   cannot tell from one) nothing, and the histogram runs.
 ///
-/// One block.
+/// A grid of blocks that divides [`SAMPLE`] ([`SAMPLE_BLOCKS`](reduce_contract::topk::SAMPLE_BLOCKS)):
+/// each reads its share; the last to finish chooses.
 ///
 /// # Safety
-/// `p.input` valid for `p.n ≥ SAMPLE` reads; `p.state` zeroed; one block of [`SAMPLE_THREADS`] threads
-/// with [`SAMPLE_SHARED`] bytes of dynamic shared memory.
+/// `p.input` valid for `p.n ≥ SAMPLE` reads; `p.state` zeroed; candidate buffer 1 valid for `SAMPLE / 2`
+/// entries; blocks of [`SAMPLE_THREADS`] threads with [`SAMPLE_SHARED`] bytes of dynamic shared memory,
+/// a grid that divides `SAMPLE` into shares of at least `SAMPLE_THREADS`.
 #[inline(always)]
 pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
     let target = sample_target(p.n, p.k);
@@ -82,31 +84,6 @@ pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
     let window = unsafe { arch::shared_window(counts) };
     // SAFETY: the counters as zeroed and filled below, at most `1 << DIGIT_BITS` of them.
     let read = |b: usize| unsafe { counts.add(b).read() } as u64;
-    // Finds the bucket of `wanted` among `buckets` counters and gives the whole block its
-    // `(bucket, above, count)`; `u64::MAX` as the bucket where the counts do not reach `wanted`.
-    let choose = |buckets: usize, wanted: u64| {
-        let carry = |b: usize, above: u64, count: u64| {
-            // SAFETY: the three words, one writer.
-            unsafe {
-                words.write(b as u64);
-                words.add(1).write(above);
-                words.add(2).write(count);
-            }
-        };
-        // SAFETY: the whole block calls `choose`: the barriers order the counts before `locate`
-        // reads them, and the words' writes before the block reads them; thread 0's mark goes before
-        // the first barrier, and every thread has read the words before the next call's mark (the
-        // counts are zeroed and filled, with barriers, between two calls).
-        unsafe {
-            if thread_idx() == 0 {
-                words.write(u64::MAX);
-            }
-            arch::sync_threads();
-            locate(buckets, wanted, read, carry);
-            arch::sync_threads();
-            (words.read(), words.add(1).read(), words.add(2).read())
-        }
-    };
     // This thread's sampled keys, `t, t + SAMPLE_THREADS, …`, every load issued before the first count
     // (unrolled: the array is registers), each kept as its top 32 bits (`short`): all of a key of up to 4
     // bytes, and both digits of an 8-byte one (sixteen whole 8-byte keys took the kernel to 128
@@ -114,15 +91,43 @@ pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
     const EACH: usize = (SAMPLE / SAMPLE_THREADS as u64) as usize;
     let kept = key_bits::<T>().min(32);
     let short = |key: u64| (key >> (key_bits::<T>() - kept)) as u32;
+    // The blocks read the sample side by side, each its share (a load a thread with SAMPLE_BLOCKS
+    // blocks), into candidate buffer 1 (unused until the passes after the sieve) as short keys; the last
+    // block to finish takes them all and chooses. (One block's 8,192 scattered loads took most of its
+    // 16–17 µs at 2^24 on an H100, 2026-12-07.)
+    let gathered = buffer(&p, 1).0.cast::<u32>();
+    let share = SAMPLE / grid_dim() as u64;
+    let mut s = block_idx() as u64 * share + thread_idx() as u64;
+    while s < (block_idx() as u64 + 1) * share {
+        // SAFETY: s < SAMPLE ≤ n; the buffer holds capacity ≥ 4096 u64, SAMPLE u32 (caller).
+        unsafe { gathered.add(s as usize).write(short(sampled_key(&p, s))) };
+        s += SAMPLE_THREADS as u64;
+    }
+    // SAFETY: every thread reaches the barriers; thread 0's fence orders the block's writes (seen by it
+    // after the first barrier) before its arrival, and the last block's fence its reads after it;
+    // `words` carries the answer to the block.
+    unsafe {
+        arch::sync_threads();
+        if thread_idx() == 0 {
+            arch::fence_gpu();
+            let before = arch::atomic_add_u32(&raw mut (*p.state).arrived, 1);
+            words.write((before + 1 == grid_dim()) as u64);
+            arch::fence_gpu();
+        }
+        arch::sync_threads();
+    }
+    // Uniform across the block: only the last block goes on.
+    // SAFETY: written before the barrier above.
+    if unsafe { words.read() } == 0 {
+        return;
+    }
     let mut keys = [0u32; EACH];
     reduce_contract::each_index!(J < EACH, {
-        // SAFETY: t + J · SAMPLE_THREADS < SAMPLE ≤ n (a block of SAMPLE_THREADS, caller).
-        keys[J] = short(unsafe {
-            sampled_key(
-                &p,
-                thread_idx() as u64 + (J * SAMPLE_THREADS as usize) as u64,
-            )
-        });
+        // SAFETY: t + J · SAMPLE_THREADS < SAMPLE keys, every block's written before its arrival; read
+        // from L2 (not this SM's L1, which other blocks' writes bypass).
+        keys[J] = unsafe {
+            arch::load_coherent(gathered.add(thread_idx() as usize + J * SAMPLE_THREADS as usize))
+        };
     });
     // Rounds from the top of the kept bits, a digit of at most DIGIT_BITS each: the sampled keys whose
     // digits above it are the ones chosen so far, counted by it, and the bucket of the target chosen. (Where
@@ -143,7 +148,10 @@ pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
             // SAFETY: the whole warp; a digit of `width` bits indexes the counters.
             unsafe { tally(window, digit, key >> (shift + width) == chosen) };
         });
-        let (digit, at, c) = choose(1 << width, target - above);
+        // SAFETY: the whole block; three words of their own; the counts filled above (`tally`'s shared
+        // atomics, ordered by `choose`'s first barrier); the last round's words read before `zero_shared`'s
+        // barrier.
+        let (digit, at, c) = unsafe { choose(words, 1 << width, target - above, read) };
         // Uniform across the block: the sample has fewer than `target` keys (only in the first round,
         // and not where `samples` holds).
         if digit == u64::MAX {

@@ -229,6 +229,9 @@ keys! {
         /// As `Split`, after a later digit: reading a candidate buffer (or the input again); after the
         /// first digit, when the sieve's buffer holds the candidates.
         Level = "level",
+        /// One block, after `Sieve` where its buffer is short: selects the k from it, every digit in turn,
+        /// so that the later passes return at once.
+        Finish = "finish",
         /// Writes the first k elements: every key is equal.
         Fill = "fill",
         /// One block: sorts at most [`crate::topk::SORT_TILE`] selected pairs and writes the results.

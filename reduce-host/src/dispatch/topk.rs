@@ -101,6 +101,13 @@ fn sample_first(n: u64) -> bool {
     }
 }
 
+/// Whether a sampled select runs `finish` where the contract's [`topk::finishes`] allows: always, unless
+/// `REDUCE_HOST_TOPK_FINISH=0`, which the tests and benchmarks use to compare with the `pick` and `level`
+/// passes in one build.
+fn finish_allowed() -> bool {
+    std::env::var_os("REDUCE_HOST_TOPK_FINISH").is_none_or(|v| v != "0")
+}
+
 /// Writes the `k` greatest elements of `input` (`largest`) or the `k` least, best first, with their
 /// indices; values only where `values` is given.
 ///
@@ -172,8 +179,25 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
         ..one_block(SMEM_BYTES)
     };
     let sampler = Launch {
+        grid: topk::SAMPLE_BLOCKS,
         block: topk::SAMPLE_THREADS,
         ..one_block(topk::SAMPLE_SHARED)
+    };
+    // `finish` after the sieve where its buffer is expected short, on a device with its
+    // shared memory; its block as wide as its registers allow (it loops over the block: any size serves).
+    let finishing = sampling
+        && topk::finishes(input.len, k)
+        && finish_allowed()
+        && topk::FINISH_SHARED <= gpu.shared_optin();
+    let finisher = if finishing {
+        Some(Launch {
+            block: gpu
+                .function(kernel(TopKPass::Finish))?
+                .fit_block(WIDE_THREADS),
+            ..one_block(topk::FINISH_SHARED)
+        })
+    } else {
+        None
     };
     // The first digit, then digits of DIGIT_BITS down to the composite key's last bit: the most levels a
     // select can take (a jump to the index's digits only shortens it).
@@ -226,9 +250,13 @@ pub(crate) unsafe fn enqueue<T: TopKElement>(
             if sampling {
                 launch(TopKPass::Sample, sampler, params)?;
                 launch(TopKPass::Sieve, sieving, params)?;
+                if let Some(finisher) = finisher {
+                    launch(TopKPass::Finish, finisher, params)?;
+                }
             }
             // Each pass returns at once where the state says another did its work: the histogram and
-            // `split` after a sieve that holds, the first `level` after one that does not.
+            // `split` after a sieve that holds, the first `level` after one that does not, every `pick`
+            // and `level` after a `finish` that selected.
             launch(TopKPass::Histogram, counting, params)?;
             for level in 0..levels {
                 let p = TopKParams { level, ..params };

@@ -207,9 +207,9 @@ pub const FINISH_SHARED: u32 = SAMPLE_HEADER + 4 * BUCKETS as u32 + 16 * FINISH_
 /// `finish` to run. `finish` is one block that reads its entries once a digit until they fit in shared
 /// memory, so its time grows with them, while the `pick` and `level` passes it replaces spread over every
 /// SM. Measured at 2^24 f32 on an H100 (2026-12-07, docs/PERFORMANCE.md): with 10,240 expected (k = 64)
-/// `finish` made the select 5.7–10.8 µs faster on U[0, 1), N(0, 1), 16 distinct values and sorted input
-/// (within 2 µs slower on random bit patterns and 1% NaN); with 16,384 (k = 1024) it made U[0, 1) 10 µs
-/// and N(0, 1) 3 µs slower. The bound lies between.
+/// `finish` made the select 3.7–10.8 µs faster on U[0, 1), N(0, 1), 16 distinct values and sorted input
+/// (1.5–2.2 µs slower on random bit patterns, 1% NaN and all-equal input); with 16,384 (k = 1024) it made
+/// U[0, 1) 10 µs and N(0, 1) 3 µs slower. The bound lies between.
 pub const FINISH_EXPECTED: u64 = 12288;
 const _: () = assert!(FINISH_EXPECTED <= FINISH_MOST);
 

@@ -191,9 +191,11 @@ pub const fn samples(n: u64, k: u64) -> bool {
 
 /// The most pairs in the sieve's buffer for `finish` to select from: above it, `finish` steps aside and the
 /// `level` and `pick` passes select, which spread the work over every SM. `finish` is one block, bound by
-/// one SM's instructions (a count, a vote and a shared atomic per pair and digit): over 43,000 pairs it took
-/// 38 µs where the passes took about as much, and over 67,000 tied NaN (random bit patterns at 2^24) it
-/// took 40 µs more than they did (H100, 2026-12-07, docs/PERFORMANCE.md).
+/// one SM's instructions (a count, a vote and a shared atomic per pair and digit) and its reads from L2:
+/// from the top digit it took 38 µs over 10,000–16,000 pairs at 2^24 (H100, 2026-12-07, twenty-fifth
+/// session); an earlier version took 38 µs over 43,000 pairs, where the passes took about as much, and
+/// 40 µs more than they did over 67,000 tied NaN (docs/PERFORMANCE.md). Where it runs at all is
+/// [`FINISH_EXPECTED`]'s rule.
 pub const FINISH_MOST: u64 = 1 << 15;
 /// Entries of the chosen bucket that `finish` copies to shared memory, once a digit has narrowed them to
 /// this many; its later digits then read them there, not the buffer.

@@ -92,39 +92,6 @@ pub unsafe fn finalize<Op: DeviceOp>(partials: *const Op::Acc, count: u64, out: 
     }
 }
 
-/// Whether this block is the last of the grid to arrive at `ticket`: thread 0 publishes what the block
-/// wrote (a fence) and takes a ticket with an increment that wraps at `gridDim.x` (`atom.inc`), so the
-/// counter is zero again once every block has drawn; the block that draws the last learns it through
-/// `flag` and fences before it reads what the others published. The one ticket protocol of every kernel
-/// that ends in one block ([`last_block`], top-k's `sample`).
-///
-/// # Safety
-/// The whole block calls it; what it publishes is thread 0's writes, or ordered before the call by a
-/// barrier; `ticket` a valid `u32` that no other kernel uses concurrently, zero at launch; `flag` a shared
-/// `u32` nothing else touches until every thread has returned from the call.
-#[inline(always)]
-pub(crate) unsafe fn last_to_arrive(ticket: *mut u32, flag: *mut u32) -> bool {
-    if arch::thread_idx() == 0 {
-        // SAFETY: `ticket` and `flag` valid (caller).
-        unsafe {
-            // Publish before taking a ticket: whoever draws the last ticket must see it.
-            arch::fence_gpu();
-            let last = arch::grid_dim() - 1;
-            let t = arch::atomic_inc_u32(ticket, last);
-            flag.write_volatile((t == last) as u32);
-        }
-    }
-    // SAFETY: every thread reaches this barrier; it also orders the flag write before the reads below.
-    unsafe { arch::sync_threads() };
-    // SAFETY: written by thread 0 before the barrier.
-    if unsafe { flag.read_volatile() } == 0 {
-        return false;
-    }
-    // Acquire side: every other block fenced before its ticket, so all it published is visible now.
-    arch::fence_gpu();
-    true
-}
-
 /// Single pass with the last-block-done protocol. Every block takes a ticket from `*ticket` with an
 /// increment that wraps at `gridDim.x` (`atom.inc`); the one that draws `gridDim.x - 1` combines, and its
 /// increment has put the counter back to zero. So no launch needs a reset ahead of it, nor the host to
@@ -150,14 +117,24 @@ pub unsafe fn last_block<Op: DeviceOp>(
     // (asserted in reduce_contract::layout).
     let flag = unsafe { arch::shared::<u32>().add(LAST_BLOCK_FLAG_OFFSET / 4) };
     if arch::thread_idx() == 0 {
-        // SAFETY: block_idx < gridDim.x.
-        unsafe { Op::write(partials.add(arch::block_idx() as usize), p) };
+        // SAFETY: block_idx < gridDim.x; `ticket` is valid.
+        unsafe {
+            Op::write(partials.add(arch::block_idx() as usize), p);
+            // Publish the partial before taking a ticket: whoever draws the last ticket must see it.
+            arch::fence_gpu();
+            let last = arch::grid_dim() - 1;
+            let t = arch::atomic_inc_u32(ticket, last);
+            flag.write_volatile((t == last) as u32);
+        }
     }
-    // SAFETY: the whole block; thread 0 wrote the partial; `ticket` as the caller gives it; the flag is
-    // this function's.
-    if !unsafe { last_to_arrive(ticket, flag) } {
+    // SAFETY: every thread reaches this barrier; it also orders the flag write before the reads below.
+    unsafe { arch::sync_threads() };
+    // SAFETY: written by thread 0 before the barrier.
+    if unsafe { flag.read_volatile() } == 0 {
         return;
     }
+    // Acquire side: every other block fenced before its ticket, so all partials are visible now.
+    arch::fence_gpu();
     let count = arch::grid_dim() as u64;
     // SAFETY: i < gridDim.x; the loads bypass L1 so no stale line is read.
     let r = unsafe { block_over::<Op>(count, |i| arch::load_coherent(partials.add(i as usize))) };

@@ -421,8 +421,7 @@ pub struct State {
     pub done: u32,
     /// The width of the digit below the chosen one, which `level` counts into `next`.
     pub next_width: u32,
-    /// `sample`'s ticket: its blocks that have written their share of the sample (the last to arrive
-    /// chooses, and puts it back to zero).
+    /// `sample`'s blocks that have written their share of the sample.
     pub arrived: u32,
     /// The first digit's counts.
     pub first: [u64; FIRST_BUCKETS],

@@ -104,6 +104,8 @@ unsafe fn append(
 /// 2^32 elements), which takes a third of `u128`'s instructions per shift and compare, and `finish` is
 /// bound by its instructions.
 trait Composite: Copy {
+    /// No digit chosen.
+    const ZERO: Self;
     /// The composite key of `(key, index)` with `index_bits` index bits.
     fn of(key: u64, index: u64, index_bits: u32) -> Self;
     /// The `width`-bit digit whose lowest bit is bit `shift`.
@@ -115,6 +117,7 @@ trait Composite: Copy {
 }
 
 impl Composite for u128 {
+    const ZERO: Self = 0;
     #[inline(always)]
     fn of(key: u64, index: u64, index_bits: u32) -> Self {
         reduce_contract::topk::composite(key, index, index_bits)
@@ -134,6 +137,7 @@ impl Composite for u128 {
 }
 
 impl Composite for u64 {
+    const ZERO: Self = 0;
     #[inline(always)]
     fn of(key: u64, index: u64, index_bits: u32) -> Self {
         // index_bits < 64 here: a key of at least 8 bits fits beside them.
@@ -177,39 +181,14 @@ pub unsafe fn finish<T: TopKElement>(p: TopKParams<T>) {
         return;
     }
     let bits = key_bits::<T>() + p.index_bits;
-    let shared = shared_bits::<T>(&p);
     // SAFETY: forwarded (the caller's).
     unsafe {
         if bits <= 64 {
-            rounds::<T, u64>(&p, len, bits, shared)
+            rounds::<T, u64>(&p, len, bits)
         } else {
-            rounds::<T, u128>(&p, len, bits, shared)
+            rounds::<T, u128>(&p, len, bits)
         }
     }
-}
-
-/// The top value-key bits every buffered pair shares, and the key that holds them (zero below them):
-/// the sieve took keys from the sample's bound (`sieve_takes`) up to the greatest it
-/// folded into the state, and every key between two keys shares their common top bits. So the first
-/// round counts the digit below those bits, instead of rounds that find each entry in one bucket (on
-/// U[0, 1) at 2^24, k = 64: sign, exponent and the mantissa's top nine bits).
-#[inline(always)]
-fn shared_bits<T: TopKElement>(p: &TopKParams<T>) -> (u32, u64) {
-    let (greatest, limit) = (state!(p, greatest), state!(p, sieve_limit));
-    // The least key taken (as the sieve's `low`), at most the greatest (which the sieve's taken keys reach).
-    let least = state!(p, sieve_key)
-        .wrapping_add((limit == 0) as u64)
-        .min(greatest);
-    let kb = key_bits::<T>();
-    // Keys hold `kb` bits, so `least ^ greatest` has at least `64 − kb` leading zeros.
-    let common = ((least ^ greatest).leading_zeros() - (64 - kb)).min(kb);
-    let below = kb - common;
-    let key = if below >= 64 {
-        0
-    } else {
-        greatest >> below << below
-    };
-    (common, key)
 }
 
 /// [`finish`]'s rounds over `len` buffered pairs, with composite keys of `bits` bits in `C`.
@@ -217,12 +196,7 @@ fn shared_bits<T: TopKElement>(p: &TopKParams<T>) -> (u32, u64) {
 /// # Safety
 /// As [`finish`], whose rules hold; `bits` fit in `C`.
 #[inline(always)]
-unsafe fn rounds<T: TopKElement, C: Composite>(
-    p: &TopKParams<T>,
-    len: u64,
-    bits: u32,
-    (common, key): (u32, u64),
-) {
+unsafe fn rounds<T: TopKElement, C: Composite>(p: &TopKParams<T>, len: u64, bits: u32) {
     let ib = p.index_bits;
     // SAFETY: FINISH_SHARED bytes (caller): the block scan's slots, `choose`'s three words at 512, the
     // output's and the list's counters after them, the round's counters at SAMPLE_HEADER, then the list.
@@ -256,10 +230,8 @@ unsafe fn rounds<T: TopKElement, C: Composite>(
     let list = (list, unsafe { list.add(FINISH_LIST as usize) });
     let (keys, indices) = buffer(p, 0);
     let mut from = Entries { keys, indices, len };
-    // The digits chosen so far (zero below `shift`), the k still wanted, and the entries inside: at
-    // first the `common` top bits of every entry's key (an index of all ones puts zeros below them).
-    let (mut prefix, mut shift, mut left, mut inside_len) =
-        (C::of(key, u64::MAX, ib), bits - common, p.k, len);
+    // The digits chosen so far (zero below `shift`), the k still wanted, and the entries inside.
+    let (mut prefix, mut shift, mut left, mut inside_len) = (C::ZERO, bits, p.k, len);
     let mut listed_yet = false;
     // Uniform: every thread computes the same rounds from the same words. Composite keys all differ, so
     // the chosen bucket holds exactly what is wanted by the last digit at the latest.

@@ -103,15 +103,23 @@ pub unsafe fn sample<T: TopKElement>(p: TopKParams<T>) {
         unsafe { gathered.add(s as usize).write(short(sampled_key(&p, s))) };
         s += SAMPLE_THREADS as u64;
     }
-    // Uniform across the block: only the last block goes on.
-    // SAFETY: every thread reaches the barrier, which orders the block's writes before thread 0's
-    // arrival; the state's `arrived` is this kernel's ticket (zeroed with the state); `words` are free
-    // until `choose` (whose barriers come after every thread's return from the call).
+    // SAFETY: every thread reaches the barriers; thread 0's fence orders the block's writes (seen by it
+    // after the first barrier) before its arrival, and the last block's fence its reads after it;
+    // `words` carries the answer to the block.
     unsafe {
         arch::sync_threads();
-        if !crate::device::last_to_arrive(&raw mut (*p.state).arrived, words.cast()) {
-            return;
+        if thread_idx() == 0 {
+            arch::fence_gpu();
+            let before = arch::atomic_add_u32(&raw mut (*p.state).arrived, 1);
+            words.write((before + 1 == grid_dim()) as u64);
+            arch::fence_gpu();
         }
+        arch::sync_threads();
+    }
+    // Uniform across the block: only the last block goes on.
+    // SAFETY: written before the barrier above.
+    if unsafe { words.read() } == 0 {
+        return;
     }
     let mut keys = [0u32; EACH];
     reduce_contract::each_index!(J < EACH, {
@@ -282,11 +290,9 @@ unsafe fn far_tally(far: *mut u64, d: u32, valid: bool) {
 }
 
 /// Copies every element the sample's rule takes ([`sieve_takes`]) to candidate buffer 0, counts them by
-/// their first digit into `state.sieved`, folds the greatest value key it takes into `state.greatest`
-/// (for [`finish`](super::finish::finish), which starts below the digits every taken key shares), and
-/// marks `state.mixed` as [`histogram`] does: the one read of the input where the sample holds
-/// ([`sieve_holds`]), which the first histogram and `split` then skip. The hot loop is the key, one
-/// compare and one vote per element; the rest runs per taken element.
+/// their first digit into `state.sieved`, and marks `state.mixed` as [`histogram`] does: the one read of
+/// the input where the sample holds ([`sieve_holds`]), which the first histogram and `split` then skip.
+/// The hot loop is the key, one compare and one vote per element.
 ///
 /// # Safety
 /// `p.input` valid for `p.n` reads; the state as `sample` left it; [`LEVEL_SHARED`] bytes of dynamic
@@ -321,19 +327,14 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
     // SAFETY: n ≥ k ≥ 1 (caller).
     let reference = unsafe { sampled_key(&p, 0) };
     let mut mixed = false;
-    // The greatest value key this thread took (zero where none: the state's start).
-    let mut greatest = 0u64;
     let drain = #[inline(always)]
-    |pending: &mut Pending, kept: &mut Stage, greatest: &mut u64| {
+    |pending: &mut Pending, kept: &mut Stage| {
         // Inlined by force: a closure call in the drain's loop would put the pass's state in local memory.
         let handle = #[inline(always)]
         |key, index, valid| {
             // A valid key is taken, so its first digit is at least `low`.
             let d = top_digit::<T>(key, width).wrapping_sub(low);
             let near = d < span;
-            if valid && key > *greatest {
-                *greatest = key;
-            }
             // SAFETY: the whole warp (`drain` calls it so); d < span ≤ BUCKETS counters where counted;
             // the state's `sieved` holds every first digit.
             unsafe {
@@ -345,17 +346,16 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
         // SAFETY: the whole warp (every caller below is warp-uniform).
         unsafe { pending.drain(handle) }
     };
-    // SAFETY: the input (caller); `add` and `drain` run warp-uniformly inside `each_key`; the whole warp
-    // reaches the votes after it; the state valid (caller).
+    // SAFETY: the input (caller); `add` and `drain` run warp-uniformly inside `each_key`.
     unsafe {
         each_key(&p, |key, i, ok| {
             mixed |= ok && key != reference;
             if pending.add(ok && sieve_takes::<T>(key, i, key_above, limit), key, i) {
                 core::hint::cold_path();
-                drain(&mut pending, &mut kept, &mut greatest);
+                drain(&mut pending, &mut kept);
             }
         });
-        drain(&mut pending, &mut kept, &mut greatest);
+        drain(&mut pending, &mut kept);
         kept.flush();
         flush_shared(
             arch::shared::<u32>(),
@@ -364,13 +364,6 @@ pub unsafe fn sieve<T: TopKElement + Vectorize + Default>(p: TopKParams<T>) {
         );
         if warp::any(FULL_MASK, mixed) && lane_id() == 0 {
             arch::atomic_max_u64(&raw mut (*p.state).mixed, 1);
-        }
-        // One atomic a warp that beats what the state already holds: most warps end together, and
-        // the read spares the one address their atomics would queue on.
-        let greatest = !warp::min_u64(!greatest, 32, FULL_MASK);
-        let at = &raw mut (*p.state).greatest;
-        if lane_id() == 0 && greatest > arch::load_coherent(at) {
-            arch::atomic_max_u64(at, greatest);
         }
     }
 }
